@@ -1,0 +1,1 @@
+"""The CUDA runtime layer: device discovery, NVRTC compilation with a cache, launches."""

@@ -1,0 +1,183 @@
+"""NVRTC compilation through cuda.core, with an on-disk cache and a ptxas resource report.
+
+A compiled kernel is keyed by everything that changes its machine code: the source and
+every header it can include, the template arguments, the architecture, the options and
+the NVRTC version. A second request for the same key loads the cubin from disk.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import CompileError
+from ..registry import KERNEL_DIR, KernelSpec
+
+CACHE_VERSION = 1  # bump when the cache layout or the default options change
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reported for one kernel."""
+
+    registers: int = 0
+    smem_static: int = 0
+    stack_frame: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    barriers: int = 0
+
+
+@dataclass
+class CompiledKernel:
+    spec: KernelSpec
+    params: dict[str, int]
+    arch: str
+    name_expression: str
+    mangled: str
+    cubin: bytes
+    resources: Resources
+    compile_seconds: float
+    cached: bool
+    _kernel: object = None
+
+    def kernel(self):
+        """The loaded cuda.core Kernel (needs a current device)."""
+        if self._kernel is None:
+            from cuda.core import ObjectCode
+
+            obj = ObjectCode.from_cubin(self.cubin, symbol_mapping={self.name_expression: self.mangled})
+            self._kernel = obj.get_kernel(self.name_expression)
+        return self._kernel
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("GEMMLAB_CACHE")
+    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gemmlab"
+    return base / "nvrtc"
+
+
+@lru_cache(maxsize=1)
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"NVRTC is not usable: {err}")
+    return f"{major}.{minor}"
+
+
+def _header_digest() -> str:
+    """Hash of every header under kernels/: any of them may be included (conservative)."""
+    h = hashlib.sha256()
+    for path in sorted(KERNEL_DIR.rglob("*.cuh")):
+        h.update(path.relative_to(KERNEL_DIR).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def base_options(arch: str) -> dict:
+    return {"arch": arch, "std": "c++17", "ptxas_options": ["-v"], "include_path": [str(KERNEL_DIR)]}
+
+
+def cache_key(source: str, name_expression: str, arch: str, options: Mapping) -> str:
+    h = hashlib.sha256()
+    for part in (str(CACHE_VERSION), nvrtc_version(), arch, name_expression,
+                 json.dumps({k: v for k, v in options.items() if k != "include_path"}, sort_keys=True),
+                 _header_digest(), source):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+_FUNC_RE = re.compile(r"Function properties for (\S+)")
+_ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
+_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def parse_ptxas_log(log: str) -> dict[str, Resources]:
+    """ptxas -v output -> resources per mangled kernel name."""
+    found: dict[str, dict[str, int]] = {}
+    current = None
+    for line in log.splitlines():
+        m = _FUNC_RE.search(line) or _ENTRY_RE.search(line)
+        if m:
+            current = m.group(1)
+            found.setdefault(current, {})
+            continue
+        if current is None:
+            continue
+        m = _FRAME_RE.search(line)
+        if m:
+            found[current].update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
+                                  spill_loads=int(m.group(3)))
+            continue
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            found[current]["registers"] = int(m.group(1))
+            b = re.search(r"used (\d+) barriers", line)
+            s = re.search(r"(\d+) bytes smem", line)
+            if b:
+                found[current]["barriers"] = int(b.group(1))
+            if s:
+                found[current]["smem_static"] = int(s.group(1))
+    return {name: Resources(**vals) for name, vals in found.items()}
+
+
+def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, arch: str = "sm_90",
+                   use_cache: bool = True) -> CompiledKernel:
+    """Compile one instantiation of a kernel to cubin (no GPU needed)."""
+    values = spec.resolve(params)
+    name_expr = spec.name_expression(values)
+    source = spec.source_path.read_text()
+    options = base_options(arch)
+    key = cache_key(source, name_expr, arch, options)
+    entry_dir = cache_dir() / key[:2] / key
+    meta_path = entry_dir / "meta.json"
+    if use_cache and meta_path.exists():
+        try:
+            meta = json.loads(meta_path.read_text())
+            cubin = (entry_dir / "kernel.cubin").read_bytes()
+            return CompiledKernel(spec, values, arch, name_expr, meta["mangled"], cubin,
+                                  Resources(**meta["resources"]), meta["compile_seconds"], cached=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a torn or stale entry: recompile and overwrite it
+
+    from cuda.core import Program, ProgramOptions
+
+    log = io.StringIO()
+    start = time.perf_counter()
+    try:
+        program = Program(source, code_type="c++", options=ProgramOptions(**options, no_cache=True))
+        obj = program.compile("cubin", name_expressions=(name_expr,), logs=log)
+    except Exception as exc:  # NVRTC errors arrive as several exception types
+        text = log.getvalue().strip("\x00\n ") or str(exc)
+        first = next((ln for ln in text.splitlines() if "error" in ln), text.splitlines()[0] if text else str(exc))
+        raise CompileError(f"{spec.name} ({name_expr}, {arch}) failed to compile: {first.strip()}", log=text) from None
+    seconds = time.perf_counter() - start
+    mangled = obj.symbol_mapping[name_expr]
+    mangled = mangled.decode() if isinstance(mangled, bytes) else mangled
+    resources = parse_ptxas_log(log.getvalue()).get(mangled, Resources())
+    cubin = obj.code if isinstance(obj.code, bytes) else Path(obj.code).read_bytes()
+
+    if use_cache:
+        try:
+            entry_dir.mkdir(parents=True, exist_ok=True)
+            tmp = entry_dir / f"kernel.cubin.{os.getpid()}"
+            tmp.write_bytes(cubin)
+            tmp.replace(entry_dir / "kernel.cubin")
+            tmp = entry_dir / f"meta.json.{os.getpid()}"
+            tmp.write_text(json.dumps({"mangled": mangled, "resources": asdict(resources),
+                                       "compile_seconds": seconds, "name_expression": name_expr,
+                                       "arch": arch, "nvrtc": nvrtc_version()}))
+            tmp.replace(meta_path)
+        except OSError:
+            pass  # a read-only cache only costs speed
+    return CompiledKernel(spec, values, arch, name_expr, mangled, cubin, resources, seconds, cached=False)

@@ -1,0 +1,51 @@
+"""One exception type per failure kind.
+
+The CLI turns each into one line on stderr and an exit code: 1 for a verification
+failure (the kernel ran and gave a wrong answer), 2 for everything that stopped the
+run before an answer existed (bad input, no GPU, a compile failure, no memory).
+"""
+from __future__ import annotations
+
+
+class GemmlabError(Exception):
+    """Base class: a failure the user should see as one clear line."""
+
+    exit_code = 2
+
+
+class BadArgumentError(GemmlabError, ValueError):
+    """A shape, dtype, name or option the user gave cannot be used."""
+
+
+class UnknownKernelError(BadArgumentError):
+    """No kernel or baseline is registered under this name."""
+
+
+class ConstraintError(BadArgumentError):
+    """Template parameters break one of the kernel's constraints (checked before compiling)."""
+
+
+class NoGPUError(GemmlabError):
+    """The command needs a CUDA device and none is usable."""
+
+
+class CompileError(GemmlabError):
+    """NVRTC rejected the source; the message carries the compiler log."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class OutOfMemoryError(GemmlabError):
+    """The GPU could not hold the problem's arrays."""
+
+
+class LaunchError(GemmlabError):
+    """A kernel launch or a CUDA call failed (illegal address, bad configuration...)."""
+
+
+class VerificationError(GemmlabError):
+    """A kernel's result differs from the fp64 reference beyond the stated bound."""
+
+    exit_code = 1

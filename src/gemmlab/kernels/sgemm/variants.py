@@ -1,0 +1,1 @@
+"""Seed 002 and 004 SGEMM variants (placeholder until written)."""

@@ -1,0 +1,194 @@
+"""Kernel specs and the registry of every implementation (kernels and baselines).
+
+A KernelSpec is data: where the CUDA source is, which C++ template it instantiates,
+its tunable parameters with defaults and search spaces, its constraints (the Python
+mirror of the kernel's static_asserts, checked before anything is compiled) and its
+launch geometry as a function of the problem and the parameters.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .errors import BadArgumentError, ConstraintError, UnknownKernelError
+from .problem import GemmProblem
+
+KERNEL_DIR = Path(__file__).parent / "kernels"
+
+# Modules whose import registers specs; each op's specs live beside its sources.
+_SPEC_MODULES = ("gemmlab.kernels.sgemm.specs", "gemmlab.baselines")
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def is_pow2(x: int) -> bool:
+    return x > 0 and (x & (x - 1)) == 0
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: int
+    space: tuple[int, ...] = ()
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    why: str
+    check: Callable[[Mapping[str, int]], bool]
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shmem: int = 0  # dynamic shared memory in bytes
+
+    @property
+    def threads(self) -> int:
+        return math.prod(self.block)
+
+
+# Device limits every kernel obeys on sm_80 and sm_90 (checked before compiling).
+MAX_THREADS_PER_BLOCK = 1024
+MAX_STATIC_SMEM = 48 * 1024
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    op: str
+    title: str
+    idea: str
+    source: str  # relative to KERNEL_DIR
+    entry: str  # fully qualified C++ template name
+    geometry: Callable[[GemmProblem, Mapping[str, int]], Launch]
+    params: tuple[Param, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    rung: int | None = None
+    seed: str = ""  # the seed kernel this reproduces, for docs/ladder.md
+    same_as: str | None = None  # set on variants that are another kernel with other params
+    threads: Callable[[Mapping[str, int]], int] | None = None  # block size from params
+    smem_bytes: Callable[[Mapping[str, int]], int] | None = None  # static smem from params
+    tags: tuple[str, ...] = field(default=())
+
+    kind = "kernel"
+
+    @property
+    def source_path(self) -> Path:
+        return KERNEL_DIR / self.source
+
+    @property
+    def defaults(self) -> dict[str, int]:
+        return {p.name: p.default for p in self.params}
+
+    def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, int]:
+        """Defaults merged with overrides, every constraint checked; raises ConstraintError."""
+        values = self.defaults
+        for key, value in (overrides or {}).items():
+            if key not in values:
+                known = ", ".join(values) or "none"
+                raise BadArgumentError(f"{self.name} has no parameter {key!r} (parameters: {known})")
+            try:
+                values[key] = int(value)
+            except (TypeError, ValueError):
+                raise BadArgumentError(f"{self.name}: parameter {key}={value!r} is not an integer") from None
+        failed = self.failed_constraints(values)
+        if failed:
+            shown = ", ".join(f"{k}={v}" for k, v in values.items())
+            raise ConstraintError(f"{self.name} with {shown} breaks constraint: {failed[0]}")
+        return values
+
+    def failed_constraints(self, values: Mapping[str, int]) -> list[str]:
+        """Reasons of every constraint the values break (empty when all hold)."""
+        failed = [c.why for c in self.constraints if not c.check(values)]
+        if self.threads is not None and not 0 < self.threads(values) <= MAX_THREADS_PER_BLOCK:
+            failed.append(f"threads per block = {self.threads(values)} must be in 1..{MAX_THREADS_PER_BLOCK}")
+        if self.smem_bytes is not None and self.smem_bytes(values) > MAX_STATIC_SMEM:
+            failed.append(f"static shared memory = {self.smem_bytes(values)} B must be <= {MAX_STATIC_SMEM} B")
+        return failed
+
+    def name_expression(self, values: Mapping[str, int]) -> str:
+        if not self.params:
+            return self.entry
+        return f"{self.entry}<{', '.join(str(values[p.name]) for p in self.params)}>"
+
+    def launch(self, problem: GemmProblem, values: Mapping[str, int]) -> Launch:
+        return self.geometry(problem, values)
+
+    def variant(self, name: str, title: str, idea: str, seed: str = "", **defaults: int) -> "KernelSpec":
+        """The same kernel under another name with other default parameters."""
+        params = tuple(replace(p, default=defaults.pop(p.name, p.default)) for p in self.params)
+        if defaults:
+            raise ValueError(f"{self.name} has no parameters {sorted(defaults)}")
+        return replace(self, name=name, title=title, idea=idea, seed=seed, params=params,
+                       rung=None, same_as=self.name)
+
+
+_REGISTRY: dict[str, Any] = {}
+_loaded = False
+
+
+def register(*impls: Any) -> None:
+    for impl in impls:
+        if impl.name in _REGISTRY:
+            raise ValueError(f"duplicate implementation name {impl.name!r}")
+        _REGISTRY[impl.name] = impl
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in _SPEC_MODULES:
+            importlib.import_module(module)
+
+
+def all_impls(op: str | None = None) -> list[Any]:
+    """Kernels in ladder order (rungs first, then variants), then baselines."""
+    _load()
+    impls = [i for i in _REGISTRY.values() if op is None or i.op == op]
+
+    def order(i: Any) -> tuple:
+        if i.kind == "baseline":
+            return (2, 0, i.name)
+        return (0, i.rung, i.name) if i.rung is not None else (1, 0, i.name)
+
+    return sorted(impls, key=order)
+
+
+def kernels(op: str | None = None) -> list[KernelSpec]:
+    return [i for i in all_impls(op) if i.kind == "kernel"]
+
+
+def get(name: str) -> Any:
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY))
+        raise UnknownKernelError(f"unknown kernel {name!r}; known: {known}") from None
+
+
+def select(names: str, op: str = "sgemm", with_baselines: bool = True) -> list[Any]:
+    """'all' | 'name' | 'a,b,c' -> implementations, in the order given ('all' in ladder order)."""
+    text = names.strip()
+    if not text:
+        raise BadArgumentError("--impl is empty")
+    if text == "all":
+        return [i for i in all_impls(op) if with_baselines or i.kind == "kernel"]
+    picked = []
+    for name in (n.strip() for n in text.split(",")):
+        if not name:
+            raise BadArgumentError(f"--impl {names!r} has an empty name")
+        impl = get(name)
+        if impl.op != op:
+            raise BadArgumentError(f"{name} is a {impl.op} implementation, not {op}")
+        picked.append(impl)
+    return picked
