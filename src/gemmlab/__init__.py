@@ -1,0 +1,25 @@
+"""gemmlab: write, verify, time, tune and explain GPU GEMM and reduction kernels.
+
+    import gemmlab
+    C = gemmlab.sgemm(A, B)                  # CuPy arrays or torch tensors, float32
+    gemmlab.list_kernels()                   # the ladder
+"""
+from __future__ import annotations
+
+from .api import sgemm
+from .errors import (BadArgumentError, CompileError, ConstraintError, GemmlabError, LaunchError, NoGPUError,
+                     OutOfMemoryError, UnknownKernelError, VerificationError)
+from .problem import GemmProblem
+
+__version__ = "0.1.0"
+
+
+def list_kernels(op: str | None = "sgemm") -> list[str]:
+    """Names of every registered kernel and baseline, in ladder order."""
+    from .registry import all_impls
+
+    return [impl.name for impl in all_impls(op)]
+
+
+__all__ = ["sgemm", "list_kernels", "GemmProblem", "GemmlabError", "BadArgumentError", "UnknownKernelError",
+           "ConstraintError", "NoGPUError", "CompileError", "OutOfMemoryError", "LaunchError", "VerificationError"]

@@ -1,1 +1,91 @@
-"""Baselines (placeholder)."""
+"""Library baselines, registered like kernels and timed by the same timer in the same run.
+
+- cublas: cuBLAS SGEMM through CuPy (cupy.cublas.gemm), FP32 compute, TF32 off.
+- torch:  torch.Tensor.addmm_ with TF32 off, when PyTorch is installed.
+Both run on the timer's stream, so the events bracket exactly their work.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from .registry import register
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    op: str
+    title: str
+    idea: str
+    _available: Callable[[], str]  # "" when usable, else why not
+    _enqueue: Callable  # (problem, A, B, C, stream_handle) -> None
+
+    kind = "baseline"
+    rung = None
+    params = ()
+    seed = ""
+    same_as = None
+
+    @property
+    def defaults(self) -> dict:
+        return {}
+
+    def unavailable_reason(self) -> str:
+        return self._available()
+
+    def enqueue(self, problem, A, B, C, stream_handle: int) -> None:
+        self._enqueue(problem, A, B, C, stream_handle)
+
+
+def _cupy_reason() -> str:
+    if os.environ.get("NVIDIA_TF32_OVERRIDE", "") not in ("", "0"):
+        return "NVIDIA_TF32_OVERRIDE is set: cuBLAS SGEMM would use TF32"
+    return ""
+
+
+_cupy_streams: dict[int, object] = {}
+
+
+def _cublas_enqueue(problem, A, B, C, handle: int) -> None:
+    import cupy as cp
+    from cupy import cublas
+
+    stream = _cupy_streams.get(handle)
+    if stream is None:
+        stream = _cupy_streams[handle] = cp.cuda.ExternalStream(handle)
+    with stream:
+        # Row-major C = A @ B; cupy.cublas.gemm maps it onto column-major SGEMM itself.
+        cublas.gemm("N", "N", A, B, out=C, alpha=problem.alpha, beta=problem.beta)
+
+
+def _torch_reason() -> str:
+    if importlib.util.find_spec("torch") is None:
+        return "PyTorch is not installed"
+    return ""
+
+
+_torch_streams: dict[int, object] = {}
+
+
+def _torch_enqueue(problem, A, B, C, handle: int) -> None:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    stream = _torch_streams.get(handle)
+    if stream is None:
+        stream = _torch_streams[handle] = torch.cuda.ExternalStream(handle)
+    with torch.cuda.stream(stream):
+        a, b, c = (torch.from_dlpack(x) for x in (A, B, C))
+        # addmm ignores C when beta == 0, so the NaN poison cannot leak in.
+        c.addmm_(a, b, beta=problem.beta, alpha=problem.alpha)
+
+
+CUBLAS = Baseline("cublas", "sgemm", "cuBLAS SGEMM (CuPy)", "the vendor library, FP32 compute, TF32 off",
+                  _cupy_reason, _cublas_enqueue)
+TORCH = Baseline("torch", "sgemm", "torch.addmm (cuBLAS)", "PyTorch's matmul, TF32 off",
+                 _torch_reason, _torch_enqueue)
+
+register(CUBLAS, TORCH)

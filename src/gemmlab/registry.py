@@ -76,6 +76,7 @@ class KernelSpec:
     same_as: str | None = None  # set on variants that are another kernel with other params
     threads: Callable[[Mapping[str, int]], int] | None = None  # block size from params
     smem_bytes: Callable[[Mapping[str, int]], int] | None = None  # static smem from params
+    block_tile: Callable[[Mapping[str, int]], tuple[int, int]] | None = None  # (rows, cols) of C per block
     tags: tuple[str, ...] = field(default=())
 
     kind = "kernel"
@@ -106,13 +107,34 @@ class KernelSpec:
         return values
 
     def failed_constraints(self, values: Mapping[str, int]) -> list[str]:
-        """Reasons of every constraint the values break (empty when all hold)."""
-        failed = [c.why for c in self.constraints if not c.check(values)]
-        if self.threads is not None and not 0 < self.threads(values) <= MAX_THREADS_PER_BLOCK:
-            failed.append(f"threads per block = {self.threads(values)} must be in 1..{MAX_THREADS_PER_BLOCK}")
-        if self.smem_bytes is not None and self.smem_bytes(values) > MAX_STATIC_SMEM:
-            failed.append(f"static shared memory = {self.smem_bytes(values)} B must be <= {MAX_STATIC_SMEM} B")
+        """Reasons of every constraint the values break (empty when all hold).
+
+        A constraint that cannot even be evaluated (a division by a zero derived from
+        other bad values) counts as broken rather than crashing the check.
+        """
+        def holds(check: Callable[[Mapping[str, int]], bool]) -> bool:
+            try:
+                return bool(check(values))
+            except (ZeroDivisionError, ValueError, KeyError):
+                return False
+
+        if any(v <= 0 for v in values.values()):
+            bad = next(k for k, v in values.items() if v <= 0)
+            return [f"{bad} must be positive"]
+        failed = [c.why for c in self.constraints if not holds(c.check)]
+        if self.threads is not None and not holds(lambda v: 0 < self.threads(v) <= MAX_THREADS_PER_BLOCK):
+            failed.append(f"threads per block must be in 1..{MAX_THREADS_PER_BLOCK}")
+        if self.smem_bytes is not None and not holds(lambda v: self.smem_bytes(v) <= MAX_STATIC_SMEM):
+            failed.append(f"static shared memory must be <= {MAX_STATIC_SMEM} B")
         return failed
+
+    def tile(self, values: Mapping[str, int]) -> tuple[int, int]:
+        """Rows and columns of C one block computes (BM x BN, or BLOCK x BLOCK)."""
+        if self.block_tile is not None:
+            return self.block_tile(values)
+        if "BM" in values:
+            return values["BM"], values["BN"]
+        return values["BLOCK"], values["BLOCK"]
 
     def name_expression(self, values: Mapping[str, int]) -> str:
         if not self.params:

@@ -55,6 +55,73 @@ SMEM_BLOCKING = KernelSpec(
     geometry=_square_geometry,
 )
 
-register(NAIVE, COALESCING, SMEM_BLOCKING)
+
+
+def _tile_geometry(threads):
+    """Grid x over column tiles (BN), y over row tiles (BM); a 1-D block."""
+    def geometry(p: GemmProblem, v) -> Launch:
+        return Launch(grid=(cdiv(p.N, v["BN"]), cdiv(p.M, v["BM"]), 1), block=(threads(v), 1, 1))
+    return geometry
+
+
+def _threads_1d(v) -> int:
+    return v["BM"] * v["BN"] // v["TM"]
+
+
+def _threads_2d(v) -> int:
+    return (v["BM"] // v["TM"]) * (v["BN"] // v["TN"])
+
+
+def _tile_smem(v) -> int:
+    return 4 * v["BK"] * (v["BM"] + v["BN"])
+
+
+def _splits_tiles(threads, vector: int = 1) -> tuple[Constraint, ...]:
+    return (
+        Constraint(f"threads must split the A tile (BM*BK/{vector}) evenly",
+                   lambda v: (v["BM"] * v["BK"] // vector) % threads(v) == 0),
+        Constraint(f"threads must split the B tile (BK*BN/{vector}) evenly",
+                   lambda v: (v["BK"] * v["BN"] // vector) % threads(v) == 0),
+    )
+
+
+BLOCKTILING_1D = KernelSpec(
+    name="blocktiling_1d", op="sgemm", rung=4, title="1D blocktiling",
+    idea="each thread computes TM outputs of a column; one shared B load feeds TM FMAs",
+    source="sgemm/04_blocktiling_1d.cu", entry="gemmlab::sgemm_blocktiling_1d", seed="001 kernel 4",
+    params=(Param("BM", 64, (32, 64, 128)), Param("BN", 64, (32, 64, 128)),
+            Param("BK", 8, (4, 8, 16, 32)), Param("TM", 8, (4, 8, 16))),
+    constraints=(Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
+                 *_splits_tiles(_threads_1d)),
+    threads=_threads_1d, smem_bytes=_tile_smem, geometry=_tile_geometry(_threads_1d),
+)
+
+BLOCKTILING_2D = KernelSpec(
+    name="blocktiling_2d", op="sgemm", rung=5, title="2D blocktiling",
+    idea="each thread computes a TMxTN outer product from registers: TM+TN shared loads per TM*TN FMAs",
+    source="sgemm/05_blocktiling_2d.cu", entry="gemmlab::sgemm_blocktiling_2d", seed="001 kernel 5",
+    params=(Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)),
+            Param("BK", 8, (8, 16, 32)), Param("TM", 8, (4, 8, 16)), Param("TN", 8, (4, 8, 16))),
+    constraints=(Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
+                 Constraint("TN must divide BN", lambda v: v["BN"] % v["TN"] == 0),
+                 *_splits_tiles(_threads_2d)),
+    threads=_threads_2d, smem_bytes=_tile_smem, geometry=_tile_geometry(_threads_2d),
+)
+
+VECTORIZE = KernelSpec(
+    name="vectorize", op="sgemm", rung=6, title="Vectorised float4 access, A transposed in smem",
+    idea="16-byte global loads and stores; A stored transposed so both fragments load as LDS.128",
+    source="sgemm/06_vectorize.cu", entry="gemmlab::sgemm_vectorize", seed="001 kernel 6",
+    params=(Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)),
+            Param("BK", 8, (8, 16, 32)), Param("TM", 8, (4, 8, 16)), Param("TN", 8, (4, 8, 16))),
+    constraints=(Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
+                 Constraint("TN must divide BN", lambda v: v["BN"] % v["TN"] == 0),
+                 Constraint("BK, BN, TM and TN must be multiples of 4 (float4)",
+                            lambda v: all(v[p] % 4 == 0 for p in ("BK", "BN", "TM", "TN"))),
+                 *_splits_tiles(_threads_2d, vector=4)),
+    threads=_threads_2d, smem_bytes=_tile_smem, geometry=_tile_geometry(_threads_2d),
+)
+
+register(NAIVE, COALESCING, SMEM_BLOCKING, BLOCKTILING_1D, BLOCKTILING_2D, VECTORIZE)
 
 from . import variants  # noqa: E402,F401  (seed 002/004 variants register themselves)

@@ -1,0 +1,32 @@
+"""Run every SGEMM kernel once on odd shapes, for compute-sanitizer to watch.
+
+    compute-sanitizer --tool memcheck --error-exitcode 1 python scripts/sanitize_kernels.py [names]
+
+Shapes are small and deliberately awkward (primes, K = 1, not multiples of any tile) so
+the edge predicates and the scalar fallbacks run; beta = 0 and beta != 0 both run.
+Exits 1 if a result is wrong, so a silent out-of-bounds read that corrupts output also fails.
+"""
+from __future__ import annotations
+
+import sys
+
+from gemmlab import registry
+from gemmlab.bench import verify_sweep
+from gemmlab.problem import GemmProblem
+
+SHAPES = ((67, 131, 37, 1.0, 0.0), (33, 65, 1, 1.5, -0.5), (129, 127, 70, 0.5, 2.0))
+
+
+def main(argv: list[str]) -> int:
+    names = argv[0] if argv else "all"
+    impls = registry.select(names, with_baselines=False)
+    problems = [GemmProblem(M, N, K, a, b) for M, N, K, a, b in SHAPES]
+    failed = 0
+    for r in verify_sweep(impls, problems):
+        print(f"{r.impl:20s} {r.problem.shape:12s} {r.status} {r.reason}", flush=True)
+        failed += r.status != "PASS"
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

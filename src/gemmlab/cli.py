@@ -1,0 +1,272 @@
+"""The gemmlab command line: list, env, compile, verify, bench.
+
+Every failure is one line on stderr with a non-zero exit code (2 for bad input or an
+environment problem, 1 for a verification failure), never a traceback.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import registry
+from .errors import BadArgumentError, GemmlabError
+from .problem import GemmProblem, parse_shape
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Write, verify, time and explain GPU GEMM kernels.")
+# Logs and pipes get wide tables instead of 80-column ones with truncated cells.
+console = Console(width=None if sys.stdout.isatty() else 200)
+DEFAULT_SIZES = "256,512,1024,2048,4096"
+
+
+def _fmt_params(values: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in values.items()) or "-"
+
+
+def parse_params(text: str | None) -> dict[str, int]:
+    """'BM=64,BN=128' -> {'BM': 64, 'BN': 128}."""
+    if not text:
+        return {}
+    out = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BadArgumentError(f"--params item {item!r} is not NAME=VALUE")
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            raise BadArgumentError(f"--params {key.strip()}={value!r} is not an integer") from None
+    return out
+
+
+def _problems(M: Optional[int], N: Optional[int], K: Optional[int], sizes: Optional[str], alpha: float,
+              beta: float, default_sizes: Optional[str]) -> list[GemmProblem]:
+    given = [d for d in (M, N, K) if d is not None]
+    if given and sizes:
+        raise BadArgumentError("give either --M/--N/--K or --sizes, not both")
+    if given:
+        if len(given) != 3:
+            raise BadArgumentError("give all three of --M, --N and --K (or use --sizes)")
+        shapes = [(M, N, K)]
+    else:
+        text = sizes or default_sizes
+        if not text:
+            return []
+        shapes = [parse_shape(s.strip()) for s in text.split(",") if s.strip()]
+        if not shapes:
+            raise BadArgumentError("--sizes is empty")
+    return [GemmProblem(m, n, k, alpha, beta) for m, n, k in shapes]
+
+
+def _params_for(impls: list, params: Optional[str]) -> dict[str, dict[str, int]]:
+    values = parse_params(params)
+    if not values:
+        return {}
+    kernels = [i for i in impls if i.kind == "kernel"]
+    if len(kernels) != 1:
+        raise BadArgumentError("--params needs exactly one kernel in --impl")
+    kernels[0].resolve(values)  # refuse a broken configuration before any GPU work
+    return {kernels[0].name: values}
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+@app.command("list")
+def list_cmd(op: str = typer.Option("sgemm", help="which ladder")) -> None:
+    """The ladder: one row per kernel and baseline."""
+    table = Table(title=f"gemmlab {op} implementations")
+    for col in ("name", "rung", "title", "idea", "default parameters"):
+        table.add_column(col, overflow="fold")
+    for impl in registry.all_impls(op):
+        rung = str(impl.rung) if impl.rung is not None else (f"= {impl.same_as}" if impl.same_as else impl.kind)
+        table.add_row(impl.name, rung, impl.title, impl.idea, _fmt_params(impl.defaults))
+    console.print(table)
+
+
+@app.command()
+def env() -> None:
+    """The environment: GPU, driver, CUDA, NVRTC, packages (works without a GPU)."""
+    from .envinfo import collect_env, env_rows
+
+    table = Table(title="gemmlab environment", show_header=False)
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    for key, value in env_rows(collect_env()):
+        table.add_row(key, value)
+    console.print(table)
+
+
+@app.command("compile")
+def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
+                arch: Optional[str] = typer.Option(None, help="e.g. sm_80, sm_90 (default: the GPU's)"),
+                params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
+    """Compile kernels with NVRTC (no GPU needed with --arch) and print their resources."""
+    from .cuda.compile import compile_kernel
+
+    if arch is None:
+        from .cuda.device import info
+
+        arch = info().arch
+    if not arch.startswith("sm_"):
+        raise BadArgumentError(f"--arch {arch!r} must look like sm_90")
+    impls = [i for i in registry.select(impl, with_baselines=False)]
+    chosen = _params_for(impls, params)
+    table = Table(title=f"compile report ({arch})")
+    for col in ("kernel", "parameters", "regs", "smem B", "stack B", "spill st", "spill ld", "time s", "cached"):
+        table.add_column(col, justify="right" if col not in ("kernel", "parameters") else "left", overflow="fold")
+    failures = []
+    for spec in impls:
+        if spec.kind != "kernel":
+            continue
+        try:
+            ck = compile_kernel(spec, chosen.get(spec.name), arch=arch)
+        except GemmlabError as exc:
+            failures.append(str(exc))
+            table.add_row(spec.name, "FAILED", *["-"] * 7)
+            continue
+        r = ck.resources
+        table.add_row(spec.name, _fmt_params(ck.params), str(r.registers), str(r.smem_static),
+                      str(r.stack_frame), str(r.spill_stores), str(r.spill_loads), f"{ck.compile_seconds:.2f}",
+                      "yes" if ck.cached else "no")
+    console.print(table)
+    if failures:
+        raise GemmlabError(failures[0] + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""))
+
+
+@app.command()
+def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
+           M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
+           K: Optional[int] = typer.Option(None, "--K"),
+           alpha: float = typer.Option(1.5), beta: float = typer.Option(-0.75),
+           params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
+    """Verify against fp64 over the odd-shape sweep (or one --M/--N/--K shape)."""
+    from .bench import raise_on_failure, verify_sweep
+    from .verify import sweep_problems
+
+    impls = registry.select(impl)
+    chosen = _params_for(impls, params)
+    problems = _problems(M, N, K, None, alpha, beta, None) if M or N or K else sweep_problems()
+    if M or N or K:  # one shape: check both the beta == 0 (poisoned) and the given scalars
+        problems = [GemmProblem(p.M, p.N, p.K, 1.0, 0.0) for p in problems] + problems
+    table = Table(title="verification against fp64")
+    for col in ("impl", "shape", "alpha", "beta", "result", "rel err", "tol", "detail"):
+        table.add_column(col)
+    with _progress() as progress:
+        task = progress.add_task("verifying", total=len(impls) * len(problems))
+
+        def show(r):
+            v = r.verdict
+            table.add_row(r.impl, r.problem.shape, f"{r.problem.alpha:g}", f"{r.problem.beta:g}", r.status,
+                          f"{v.rel_err:.2e}" if v else "-", f"{v.tol:.1e}" if v else "-", r.reason)
+            progress.advance(task)
+
+        results = verify_sweep(impls, problems, chosen, on_result=show)
+    console.print(table)
+    errors = [r for r in results if r.status == "ERROR"]
+    raise_on_failure(results)
+    if errors:
+        raise GemmlabError(f"{errors[0].impl}: {errors[0].reason}")
+    console.print(f"all {len(results)} checks passed")
+
+
+@app.command()
+def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with the baselines)"),
+          M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
+          K: Optional[int] = typer.Option(None, "--K"),
+          sizes: Optional[str] = typer.Option(None, help=f"e.g. 1024,4096,1000x3000x2000 (default {DEFAULT_SIZES})"),
+          alpha: float = typer.Option(1.0), beta: float = typer.Option(0.0),
+          warmup: int = typer.Option(3, min=0), repeat: int = typer.Option(10, min=1),
+          check: bool = typer.Option(True, "--check/--no-check", help="verify each point before timing it"),
+          flush: bool = typer.Option(True, "--flush/--no-flush", help="flush L2 before every timed launch"),
+          params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
+          db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)"),
+          csv: Optional[Path] = typer.Option(None, help="also write this run's rows as CSV"),
+          json_out: Optional[Path] = typer.Option(None, "--json", help="also write this run's rows as JSON")) -> None:
+    """Verify, then time each kernel and the baselines in one run; store and print the tables."""
+    from .bench import BenchOptions, raise_on_failure, run_bench
+    from .cuda.device import device
+    from .envinfo import collect_env
+    from .store import DEFAULT_DB, ResultStore, batch_file_path
+    from .tables import bench_tables, clock_warnings, failures_table
+
+    impls = registry.select(impl)
+    chosen = _params_for(impls, params)
+    problems = _problems(M, N, K, sizes, alpha, beta, DEFAULT_SIZES)
+    impls = [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
+    device()  # fail early, with one line, when there is no GPU
+    store = ResultStore(db or DEFAULT_DB)
+    command = shlex.join(["gemmlab", *sys.argv[1:]])
+    run_id = store.start_run("bench", command, collect_env())
+    options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check, params=chosen)
+    with _progress() as progress:
+        task = progress.add_task("benchmarking", total=len(impls) * len(problems))
+
+        def record(r):
+            store.add_result(run_id, **r.row())
+            progress.update(task, advance=1, description=f"{r.impl} {r.problem.shape}")
+
+        results = run_bench(impls, problems, options, on_result=record)
+
+    record_console = Console(record=True, width=200)
+    record_console.print(f"command: {command}")
+    for table in bench_tables(results):
+        record_console.print(table)
+    bad = failures_table(results)
+    if bad is not None:
+        record_console.print(bad)
+    for line in clock_warnings(results):
+        record_console.print(f"warning: {line}")
+    text = record_console.export_text()
+    console.print(text, highlight=False, markup=False)
+    out_dir = Path(db).parent if db else Path(DEFAULT_DB).parent
+    batch = batch_file_path(out_dir)
+    batch.write_text(text)
+    if csv:
+        store.export_csv(csv, run_id)
+    if json_out:
+        store.export_json(json_out, run_id)
+    console.print(f"stored run {run_id} in {db or DEFAULT_DB}; table in {batch}")
+    raise_on_failure(results)  # exit 1 after everything is stored and shown
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turning every failure into one line and an exit code."""
+    err = Console(stderr=True)
+    try:
+        app(args=argv, standalone_mode=False)
+    except GemmlabError as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("error: interrupted (results recorded so far are kept)", highlight=False, markup=False)
+        return 130
+    except Exception as exc:
+        # Typer may vendor its own copy of click, so match click's exceptions by shape.
+        kind = type(exc).__name__
+        if kind.startswith("NoArgsIsHelp"):
+            console.print(exc.format_message(), highlight=False, markup=False)
+            return 0
+        if kind == "Abort":
+            err.print("error: interrupted (results recorded so far are kept)", highlight=False, markup=False)
+            return 130
+        if hasattr(exc, "format_message"):  # usage errors: unknown option, non-integer value...
+            err.print(f"error: {exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+            return 2
+        # A bug: still one line, with what it was.
+        err.print(f"internal error: {type(exc).__name__}: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The CUDA device: is there one, which architecture, its limits, its streams."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import NoGPUError
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    arch: str  # e.g. 'sm_90'
+    sm_count: int
+    l2_bytes: int
+    total_memory: int
+    max_smem_per_block_optin: int
+
+
+def _probe_driver() -> None:
+    """Raise NoGPUError with the driver's own reason when no device can be used."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as exc:  # pragma: no cover - cuda-bindings is a dependency
+        raise NoGPUError(f"no GPU: cuda-bindings is not importable ({exc})") from None
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception:  # the driver library itself is missing
+        raise NoGPUError("no GPU: the NVIDIA driver library (libcuda) is not installed on this machine") from None
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise NoGPUError(f"no GPU: cuInit failed ({err.name})")
+    err, count = driver.cuDeviceGetCount()
+    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+        raise NoGPUError("no GPU: the CUDA driver sees no device")
+
+
+@lru_cache(maxsize=None)
+def device(index: int = 0):
+    """The cuda.core Device, made current (CuPy and PyTorch share its primary context)."""
+    _probe_driver()
+    from cuda.core import Device
+
+    try:
+        dev = Device(index)
+        dev.set_current()
+    except Exception as exc:
+        raise NoGPUError(f"no GPU: device {index} is not usable ({exc})") from None
+    return dev
+
+
+def gpu_available() -> tuple[bool, str]:
+    try:
+        device()
+    except NoGPUError as exc:
+        return False, str(exc)
+    return True, ""
+
+
+@lru_cache(maxsize=None)
+def info(index: int = 0) -> DeviceInfo:
+    dev = device(index)
+    props = dev.properties
+    major, minor = dev.compute_capability
+    return DeviceInfo(
+        index=index, name=dev.name, arch=f"sm_{major}{minor}",
+        sm_count=props.multiprocessor_count, l2_bytes=props.l2_cache_size,
+        total_memory=_total_memory(index),
+        max_smem_per_block_optin=props.max_shared_memory_per_block_optin,
+    )
+
+
+def _total_memory(index: int) -> int:
+    from cuda.bindings import driver
+
+    err, dev = driver.cuDeviceGet(index)
+    err, total = driver.cuDeviceTotalMem(dev)
+    return int(total)
+
+
+def wrap_stream(handle: int):
+    """A cuda.core Stream over a stream someone else owns (CuPy's, PyTorch's)."""
+    from cuda.core import Stream
+
+    if hasattr(Stream, "from_handle"):
+        return Stream.from_handle(int(handle))
+
+    class _Foreign:  # the __cuda_stream__ protocol, for older cuda.core
+        def __cuda_stream__(self):
+            return (0, int(handle))
+
+    return device().create_stream(_Foreign())

@@ -1,0 +1,77 @@
+"""Bad input gets one clear line and exit code 2, never a traceback - with or without a GPU."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmlab.cli import main
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["bench", "--M", "x"], "--M"),
+    (["bench", "--M", "5"], "all three"),
+    (["bench", "--sizes", "0"], ">= 1"),
+    (["bench", "--sizes", "12,abc"], "not an integer"),
+    (["bench", "--impl", "nope"], "unknown kernel 'nope'"),
+    (["bench", "--impl", "vectorize", "--params", "TM=3"], "TM must divide BM"),
+    (["bench", "--impl", "vectorize", "--params", "TM"], "NAME=VALUE"),
+    (["bench", "--impl", "naive,vectorize", "--params", "BK=8"], "exactly one kernel"),
+    (["compile", "--arch", "sm_90", "--impl", "vectorize", "--params", "BM=3"], "breaks constraint"),
+    (["compile", "--arch", "foo"], "sm_90"),
+    (["bench", "--nonsense"], "nonsense"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, args, needle):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert needle in err
+    assert err.startswith("error: ") and "Traceback" not in err + out
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_compile_all_without_gpu(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path))
+    code, out, err = run(capsys, "compile", "--arch", "sm_90", "--impl", "naive,vectorize")
+    assert code == 0, err
+    assert "naive" in out and "vectorize" in out
+
+
+def test_list_shows_the_ladder(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    for name in ("naive", "vectorize", "tiled_rb2x4", "cublas"):
+        assert name in out
+
+
+def test_env_works_without_gpu(capsys):
+    code, out, err = run(capsys, "env")
+    assert code == 0, err
+    assert "gpu" in out.lower()
+
+
+def test_console_script_entry_point_runs():
+    proc = subprocess.run([sys.executable, "-m", "gemmlab.cli", "bench", "--impl", "nope"],
+                          capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown kernel")
+
+
+def _has_gpu():
+    from gemmlab.cuda.device import gpu_available
+
+    return gpu_available()[0]
+
+
+@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: the no-GPU message cannot be seen here")
+@pytest.mark.parametrize("cmd", [["bench", "--sizes", "64"], ["verify", "--impl", "naive"]])
+def test_no_gpu_is_one_line_exit_2(capsys, tmp_path, cmd):
+    code, out, err = run(capsys, *cmd, *(["--db", str(tmp_path / "r.db")] if cmd[0] == "bench" else []))
+    assert code == 2 and err.startswith("error: no GPU") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.db").exists(), "nothing is recorded when nothing ran"

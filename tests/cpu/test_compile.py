@@ -1,0 +1,79 @@
+"""NVRTC compilation with no GPU: every kernel, both architectures, zero spills; the cache."""
+import pytest
+
+from gemmlab import registry
+from gemmlab.cuda import compile as cc
+from gemmlab.errors import CompileError
+from gemmlab.registry import KernelSpec, Launch
+
+KERNELS = registry.kernels("sgemm")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
+def test_every_kernel_compiles_without_spills(spec, arch):
+    ck = cc.compile_kernel(spec, arch=arch)
+    r = ck.resources
+    assert r.registers > 0, "the ptxas report was not parsed"
+    assert r.spill_stores == 0 and r.spill_loads == 0, f"{spec.name} spills on {arch}: {r}"
+    assert r.stack_frame == 0, f"{spec.name} uses local memory on {arch}: {r}"
+    assert r.registers <= 255
+    assert len(ck.cubin) > 0 and ck.mangled.startswith("_Z")
+    if spec.smem_bytes is not None:
+        assert r.smem_static == spec.smem_bytes(ck.params), "smem_bytes in the spec disagrees with ptxas"
+
+
+def test_second_compile_hits_the_cache():
+    spec = registry.get("blocktiling_1d")
+    first = cc.compile_kernel(spec, arch="sm_90")
+    second = cc.compile_kernel(spec, arch="sm_90")
+    assert not first.cached and second.cached
+    assert second.cubin == first.cubin and second.resources == first.resources
+    other = cc.compile_kernel(spec, {"TM": 4, "BK": 16}, arch="sm_90")
+    assert not other.cached, "other template arguments must not hit the same entry"
+    assert not cc.compile_kernel(spec, arch="sm_80").cached, "another arch must not hit the same entry"
+
+
+def test_header_change_changes_the_key(monkeypatch):
+    spec = registry.get("naive")
+    src = spec.source_path.read_text()
+    key = cc.cache_key(src, "k", "sm_90", cc.base_options("sm_90"))
+    monkeypatch.setattr(cc, "_header_digest", lambda: "something else")
+    assert cc.cache_key(src, "k", "sm_90", cc.base_options("sm_90")) != key
+
+
+def test_compile_error_carries_the_log(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.cu"
+    bad.write_text("namespace gemmlab { template <int X> __global__ void k() { this is not C++; } }\n")
+    monkeypatch.setattr(cc, "KERNEL_DIR", tmp_path)
+    spec = KernelSpec(name="bad", op="test", title="", idea="", source="bad.cu", entry="gemmlab::k",
+                      geometry=lambda p, v: Launch((1, 1, 1), (1, 1, 1)))
+    import gemmlab.registry as reg
+    monkeypatch.setattr(reg, "KERNEL_DIR", tmp_path)
+    with pytest.raises(CompileError, match="failed to compile") as info:
+        cc.compile_kernel(spec, arch="sm_90")
+    assert "error" in info.value.log
+
+
+PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_90'
+ptxas info    : Function properties for _Z3fooPf
+ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 8192 bytes smem, 400 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z3barv' for 'sm_90'
+ptxas info    : Function properties for _Z3barv
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, 352 bytes cmem[0]
+"""
+
+
+def test_parse_ptxas_log():
+    res = cc.parse_ptxas_log(PTXAS_LOG)
+    assert res["_Z3fooPf"] == cc.Resources(registers=255, smem_static=8192, stack_frame=16, spill_stores=8,
+                                           spill_loads=12, barriers=1)
+    assert res["_Z3barv"] == cc.Resources(registers=10)

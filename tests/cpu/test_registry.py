@@ -1,0 +1,101 @@
+"""The registry and the specs: names, sources, headers, defaults, constraints, geometry."""
+import pytest
+
+from gemmlab import registry
+from gemmlab.errors import BadArgumentError, ConstraintError, UnknownKernelError
+from gemmlab.problem import GemmProblem
+
+KERNELS = registry.kernels("sgemm")
+
+
+def test_ladder_has_rungs_1_to_6_in_order():
+    rungs = [k.rung for k in KERNELS if k.rung is not None]
+    assert rungs[:6] == [1, 2, 3, 4, 5, 6]
+
+
+def test_seed_variants_are_registered():
+    names = {k.name for k in KERNELS}
+    for name in ("tiled", "tiled_rb1x4", "tiled_rb2x4", "s4_baseline", "s4_shared_memory", "s4_work_per_thread",
+                 "s4_float4", "s4_outer_product", "s4_smem_transpose"):
+        assert name in names
+
+
+def test_baselines_are_registered_like_kernels():
+    names = [i.name for i in registry.all_impls("sgemm")]
+    assert "cublas" in names and "torch" in names
+    assert names.index("cublas") > max(names.index(k.name) for k in KERNELS)
+
+
+@pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
+def test_source_exists_with_header(spec):
+    text = spec.source_path.read_text()
+    head = text.lstrip().splitlines()[0]
+    assert head.startswith("//"), f"{spec.source} must open with its header comment"
+    assert "idea" in text[:1500].lower(), f"{spec.source} header must say the idea it adds"
+    assert "should move" in text[:1500].lower(), f"{spec.source} header must say what should move"
+    assert spec.entry.split("::")[-1] in text
+
+
+@pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
+def test_defaults_satisfy_constraints(spec):
+    assert spec.failed_constraints(spec.defaults) == []
+    assert spec.resolve() == spec.defaults
+
+
+@pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (127, 129, 1), (4097, 33, 5), (1000, 3000, 2000)])
+def test_geometry_covers_the_output(spec, shape):
+    """Enough blocks that every element of C has a thread (the kernels predicate the rest)."""
+    problem = GemmProblem(*shape)
+    launch = spec.launch(problem, spec.defaults)
+    assert all(g >= 1 for g in launch.grid) and launch.grid[1] <= 65535
+    assert 1 <= launch.threads <= 1024
+    if spec.threads is not None:
+        assert launch.threads == spec.threads(spec.defaults)
+    tm, tn = spec.tile(spec.defaults)
+    gx, gy, _ = launch.grid
+    # grid x walks columns (N) and y rows (M), except rung 1 which is deliberately transposed
+    cols, rows = (gy, gx) if spec.name == "naive" else (gx, gy)
+    assert cols * tn >= problem.N and rows * tm >= problem.M
+    assert (cols - 1) * tn < problem.N and (rows - 1) * tm < problem.M, "no fully idle block rows/columns"
+
+
+def test_constraint_refusal_names_the_constraint():
+    spec = registry.get("vectorize")
+    with pytest.raises(ConstraintError, match="TM must divide BM"):
+        spec.resolve({"BM": 64, "TM": 3})
+    with pytest.raises(ConstraintError, match="multiples of 4"):
+        spec.resolve({"TN": 2, "TM": 2, "BM": 64, "BN": 64})
+
+
+def test_constraint_check_survives_division_by_zero():
+    spec = registry.get("vectorize")
+    assert spec.failed_constraints({**spec.defaults, "BM": 3})  # BM // TM == 0 threads
+    with pytest.raises(ConstraintError):
+        spec.resolve({"TM": 0})
+
+
+def test_unknown_parameter_and_kernel():
+    with pytest.raises(BadArgumentError, match="no parameter 'XX'"):
+        registry.get("vectorize").resolve({"XX": 1})
+    with pytest.raises(UnknownKernelError, match="unknown kernel 'nope'"):
+        registry.get("nope")
+
+
+def test_select():
+    assert [i.name for i in registry.select("naive,cublas")] == ["naive", "cublas"]
+    assert all(i.kind == "kernel" for i in registry.select("all", with_baselines=False))
+    with pytest.raises(BadArgumentError):
+        registry.select("naive,,cublas")
+
+
+def test_variants_share_the_source_of_what_they_repeat():
+    for spec in KERNELS:
+        if spec.same_as:
+            base = registry.get(spec.same_as)
+            assert base.source == spec.source and base.entry == spec.entry
+
+
+def test_name_expression():
+    spec = registry.get("blocktiling_2d")
+    assert spec.name_expression(spec.defaults) == "gemmlab::sgemm_blocktiling_2d<128, 128, 8, 8, 8>"

@@ -1,0 +1,248 @@
+"""The results database: round trips, exports, durability, concurrent writers, file naming."""
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing as mp
+import os
+import re
+import sqlite3
+
+import pytest
+
+from gemmlab import store as store_mod
+from gemmlab.store import RESULT_COLUMNS, SCHEMA_VERSION, ResultStore, batch_file_path
+
+ENV = {"git": "abc123+dirty", "gpu": {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132},
+       "packages": {"torch": None, "numpy": "2.0"}}
+
+
+def _point(**over):
+    row = dict(op="sgemm", impl="03_smem_blocking", impl_kind="kernel", params={"BM": 32, "BK": 8},
+               M=4097, N=1000, K=3, alpha=1.5, beta=-0.5, dtype="float32", status="PASS",
+               rel_err=1.2e-7, tol=1e-5, seed=7, flush=True, t_min_ms=1.0, t_median_ms=1.25,
+               t_mean_ms=1.3, t_stdev_ms=0.05, count=50, gflops=12345.6, gbps=321.0,
+               sm_clock_min_mhz=1755, sm_clock_max_mhz=1980, temp_max_c=61, clock_warning=False,
+               registers=40, spill_stores=0, smem_static=8192, extra={"note": "x", "list": [1, 2]})
+    row.update(over)
+    return row
+
+
+def test_round_trip(tmp_path):
+    db = tmp_path / "deep" / "dir" / "r.db"  # parent dirs are created
+    s = ResultStore(db)
+    assert s.last_run_id() is None
+    run = s.start_run("bench", ["gemmlab", "bench", "--impl", "a b"], ENV)
+    rid = s.add_result(run, **_point())
+    s.add_result(run, op="sgemm", impl="cublas", impl_kind="baseline", status="UNCHECKED")
+
+    assert s.last_run_id() == run
+    (r,) = s.runs()
+    assert r["kind"] == "bench" and r["command"] == "gemmlab bench --impl 'a b'"
+    assert r["env"] == ENV and r["git_rev"] == "abc123+dirty" and r["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", r["started"])
+
+    rows = s.results(run_id=run)
+    assert [x["impl"] for x in rows] == ["03_smem_blocking", "cublas"]
+    got = rows[0]
+    assert got["id"] == rid and got["run_id"] == run and got["created"]
+    for key, value in _point().items():
+        if key in ("flush", "clock_warning"):
+            assert got[key] == int(value)  # booleans are stored as 0/1
+        else:
+            assert got[key] == value, key
+    assert got["params"] == {"BM": 32, "BK": 8} and got["extra"] == {"note": "x", "list": [1, 2]}
+    assert rows[1]["params"] is None and rows[1]["t_median_ms"] is None
+    assert set(got) == set(RESULT_COLUMNS)
+
+
+def test_numpy_scalars_are_stored_as_numbers(tmp_path):
+    np = pytest.importorskip("numpy")
+    s = ResultStore(tmp_path / "r.db")
+    run = s.start_run("verify", "x", {})
+    s.add_result(run, rel_err=np.float32(0.25), M=np.int64(64), params={"BM": np.int32(16)})
+    (r,) = s.results()
+    assert r["rel_err"] == 0.25 and type(r["rel_err"]) is float
+    assert r["M"] == 64 and type(r["M"]) is int and r["params"] == {"BM": 16}
+
+
+def test_filters(tmp_path):
+    s = ResultStore(tmp_path / "r.db")
+    r1 = s.start_run("bench", "one", {})
+    r2 = s.start_run("tune", "two", {})
+    s.add_result(r1, op="sgemm", impl="a")
+    s.add_result(r1, op="sgemm", impl="b")
+    s.add_result(r2, op="reduce", impl="a")
+    assert len(s.results()) == 3
+    assert [r["impl"] for r in s.results(run_id=r1)] == ["a", "b"]
+    assert [r["run_id"] for r in s.results(impl="a")] == [r1, r2]
+    assert [r["op"] for r in s.results(op="reduce")] == ["reduce"]
+    assert s.results(run_id=r2, impl="b") == []
+    assert [r["kind"] for r in s.runs()] == ["bench", "tune"] and s.last_run_id() == r2
+
+
+def test_unknown_field_and_bad_values_rejected(tmp_path):
+    s = ResultStore(tmp_path / "r.db")
+    run = s.start_run("bench", "x", {})
+    with pytest.raises(ValueError, match="t_median"):
+        s.add_result(run, impl="a", t_median=1.0)  # typo of t_median_ms
+    with pytest.raises(ValueError):
+        s.add_result(run, id=5)  # the row id is the database's
+    with pytest.raises(ValueError, match="status"):
+        s.add_result(run, status="OK")
+    with pytest.raises(ValueError, match="impl_kind"):
+        s.add_result(run, impl_kind="library")
+    with pytest.raises(sqlite3.IntegrityError):
+        s.add_result(run + 100, impl="a")  # no such run
+    assert s.results() == []  # nothing half-written
+
+
+def test_csv_export(tmp_path):
+    s = ResultStore(tmp_path / "r.db")
+    r1 = s.start_run("bench", "x", ENV)
+    r2 = s.start_run("bench", "y", ENV)
+    s.add_result(r1, **_point())
+    s.add_result(r2, **_point(impl="other", params=None))
+    out = s.export_csv(tmp_path / "out" / "all.csv")
+    with open(out, newline="") as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames) == RESULT_COLUMNS
+        rows = list(reader)
+    assert [r["impl"] for r in rows] == ["03_smem_blocking", "other"]
+    assert json.loads(rows[0]["params"]) == {"BM": 32, "BK": 8}
+    assert json.loads(rows[0]["extra"])["list"] == [1, 2]
+    assert rows[0]["M"] == "4097" and float(rows[0]["t_median_ms"]) == 1.25 and rows[0]["status"] == "PASS"
+    assert rows[1]["params"] == ""
+
+    with open(s.export_csv(tmp_path / "one.csv", run_id=r2), newline="") as f:
+        only = list(csv.DictReader(f))
+    assert [r["impl"] for r in only] == ["other"]
+
+
+def test_json_export(tmp_path):
+    s = ResultStore(tmp_path / "r.db")
+    r1 = s.start_run("bench", "x", ENV)
+    r2 = s.start_run("tune", "y", {"git": None})
+    s.add_result(r1, **_point())
+    s.add_result(r2, impl="t")
+    doc = json.loads(s.export_json(tmp_path / "all.json").read_text())
+    assert doc["schema_version"] == SCHEMA_VERSION
+    assert [r["id"] for r in doc["runs"]] == [r1, r2] and doc["runs"][0]["env"] == ENV
+    assert doc["results"][0]["params"] == {"BM": 32, "BK": 8} and doc["results"][0]["gflops"] == 12345.6
+
+    doc = json.loads(s.export_json(tmp_path / "one.json", run_id=r2).read_text())
+    assert [r["kind"] for r in doc["runs"]] == ["tune"]
+    assert [r["impl"] for r in doc["results"]] == ["t"]
+
+
+def test_rows_visible_to_second_store(tmp_path):
+    path = tmp_path / "r.db"
+    a = ResultStore(path)
+    run = a.start_run("bench", "x", ENV)
+    a.add_result(run, impl="k1")
+    b = ResultStore(path)  # first one still open: each add must already be committed
+    assert [r["impl"] for r in b.results()] == ["k1"]
+    b.add_result(run, impl="k2")
+    assert [r["impl"] for r in a.results()] == ["k1", "k2"]
+    a.close()
+    b.close()
+    with ResultStore(path) as c:
+        assert len(c.results()) == 2 and c.runs()[0]["env"] == ENV
+        assert c._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def _write_then_die(path, n):
+    s = ResultStore(path)
+    run = s.start_run("bench", "killed", {})
+    for i in range(n):
+        s.add_result(run, impl=f"k{i}")
+    os._exit(3)  # no close, no cleanup: what a crash or a kill looks like to SQLite
+
+
+def _writer(path, tag, n, barrier):
+    barrier.wait()  # both processes create the schema and write at the same moment
+    s = ResultStore(path)
+    run = s.start_run("tune", tag, {"git": tag})
+    for i in range(n):
+        s.add_result(run, impl=tag, seed=i, params={"i": i})
+    s.close()
+
+
+def test_interrupted_process_keeps_rows(tmp_path):
+    path = tmp_path / "r.db"
+    p = mp.get_context("spawn").Process(target=_write_then_die, args=(str(path), 5))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 3
+    s = ResultStore(path)
+    assert [r["impl"] for r in s.results()] == [f"k{i}" for i in range(5)]
+
+
+def test_concurrent_writers(tmp_path):
+    path = str(tmp_path / "fresh.db")  # not created yet: the schema creation races too
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    n = 150
+    procs = [ctx.Process(target=_writer, args=(path, tag, n, barrier)) for tag in ("p1", "p2")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    s = ResultStore(path)
+    assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    runs = {r["command"]: r["id"] for r in s.runs()}
+    assert set(runs) == {"p1", "p2"}
+    for tag, run in runs.items():
+        rows = s.results(run_id=run)
+        assert [r["seed"] for r in rows] == list(range(n)) and {r["impl"] for r in rows} == {tag}
+        assert [r["params"]["i"] for r in rows] == list(range(n))
+    assert s.schema_version == SCHEMA_VERSION
+
+
+def test_migration_hook(tmp_path, monkeypatch):
+    path = tmp_path / "r.db"
+    s = ResultStore(path)
+    s.add_result(s.start_run("bench", "old", {}), impl="k")
+    s.close()
+    assert SCHEMA_VERSION == len(store_mod.MIGRATIONS) >= 1
+
+    def v2(db):
+        db.execute("ALTER TABLE results ADD COLUMN occupancy REAL")
+
+    monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, v2])
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    s = ResultStore(path)
+    assert s.schema_version == SCHEMA_VERSION + 1
+    cols = [r[1] for r in s._db.execute("PRAGMA table_info(results)")]
+    assert "occupancy" in cols
+    assert [r["impl"] for r in s.results()] == ["k"]  # old rows kept
+    s.close()
+
+    monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:1])
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
+    with pytest.raises(RuntimeError, match="schema version 2"):
+        ResultStore(path)  # an older gemmlab refuses a newer file instead of misreading it
+
+
+def test_default_db_constant():
+    assert str(store_mod.DEFAULT_DB).replace(os.sep, "/") == "gemmlab-results/results.db"
+
+
+def test_batch_file_path_naming(tmp_path):
+    p = batch_file_path(tmp_path / "raw")
+    assert p.parent == tmp_path / "raw" and p.exists()
+    assert re.fullmatch(r"bench_fp32_\d{8}_\d{6}\.txt", p.name)
+    q = batch_file_path(tmp_path / "raw", prefix="tune_sgemm")
+    assert re.fullmatch(r"tune_sgemm_\d{8}_\d{6}(_\d+)?\.txt", q.name)
+
+
+def test_batch_file_path_never_overwrites(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_mod.time, "strftime", lambda fmt: "20260225_214132")
+    existing = tmp_path / "bench_fp32_20260225_214132.txt"
+    existing.write_text("old results")
+    a = batch_file_path(tmp_path)
+    b = batch_file_path(tmp_path)
+    assert a.name == "bench_fp32_20260225_214132_1.txt"
+    assert b.name == "bench_fp32_20260225_214132_2.txt"
+    assert existing.read_text() == "old results"

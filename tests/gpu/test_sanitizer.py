@@ -1,0 +1,34 @@
+"""compute-sanitizer memcheck (and racecheck for shared-memory hazards) over every kernel."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "sanitize_kernels.py"
+
+
+def _sanitizer() -> str:
+    path = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not Path(path).exists():
+        pytest.skip("compute-sanitizer is not installed")
+    return path
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_sanitizer_clean(tool, tmp_path):
+    log_dir = Path(os.environ.get("GEMMLAB_SANITIZER_LOGS", tmp_path))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"sanitizer-{tool}.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [_sanitizer(), "--tool", tool, "--error-exitcode", "99", "--log-file", str(log),
+           sys.executable, str(SCRIPT)]
+    if tool == "racecheck":
+        cmd[3:3] = ["--racecheck-report", "all"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1500)
+    text = log.read_text() if log.exists() else ""
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}\n{text[-4000:]}"
+    assert "ERROR SUMMARY: 0 errors" in text or "RACECHECK SUMMARY: 0 hazards" in text, text[-3000:]
