@@ -77,7 +77,7 @@ def sgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, 
     place and returned; otherwise a new C is returned, of the same array type as A.
     Non-contiguous inputs are copied to contiguous ones first; with beta == 0 C is not read.
     """
-    from .cuda.device import device, wrap_stream
+    from .cuda.device import cupy_stream, device, wrap_stream
 
     device()
     a, stream_ptr = _as_cupy(A, "A")
@@ -103,7 +103,7 @@ def sgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, 
             raise BadArgumentError(f"C is {out.shape[0]}x{out.shape[1]}, expected {M}x{N}")
         c = out if out.flags.c_contiguous else cp.ascontiguousarray(out)
     problem = GemmProblem(int(M), int(N), int(K), float(alpha), float(beta))
-    with cp.cuda.ExternalStream(stream_ptr):
+    with cupy_stream(stream_ptr):
         a = cp.ascontiguousarray(a)
         b = cp.ascontiguousarray(b)
         _runner(impl, params).enqueue(problem, a, b, c, wrap_stream(stream_ptr))

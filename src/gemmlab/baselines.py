@@ -46,17 +46,12 @@ def _cupy_reason() -> str:
     return ""
 
 
-_cupy_streams: dict[int, object] = {}
-
-
 def _cublas_enqueue(problem, A, B, C, handle: int) -> None:
-    import cupy as cp
     from cupy import cublas
 
-    stream = _cupy_streams.get(handle)
-    if stream is None:
-        stream = _cupy_streams[handle] = cp.cuda.ExternalStream(handle)
-    with stream:
+    from .cuda.device import cupy_stream
+
+    with cupy_stream(handle):
         # Row-major C = A @ B; cupy.cublas.gemm maps it onto column-major SGEMM itself.
         cublas.gemm("N", "N", A, B, out=C, alpha=problem.alpha, beta=problem.beta)
 

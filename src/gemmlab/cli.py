@@ -5,6 +5,7 @@ environment problem, 1 for a verification failure), never a traceback.
 """
 from __future__ import annotations
 
+import io
 import shlex
 import sys
 from pathlib import Path
@@ -217,7 +218,7 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
 
         results = run_bench(impls, problems, options, on_result=record)
 
-    record_console = Console(record=True, width=200)
+    record_console = Console(record=True, width=200, file=io.StringIO())  # records, prints nothing
     record_console.print(f"command: {command}")
     for table in bench_tables(results):
         record_console.print(table)

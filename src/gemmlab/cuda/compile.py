@@ -53,7 +53,8 @@ class CompiledKernel:
         if self._kernel is None:
             from cuda.core import ObjectCode
 
-            obj = ObjectCode.from_cubin(self.cubin, symbol_mapping={self.name_expression: self.mangled})
+            # cuda.core wants the mangled name as bytes, as NVRTC returned it
+            obj = ObjectCode.from_cubin(self.cubin, symbol_mapping={self.name_expression: self.mangled.encode()})
             self._kernel = obj.get_kernel(self.name_expression)
         return self._kernel
 

@@ -78,6 +78,33 @@ def _total_memory(index: int) -> int:
     return int(total)
 
 
+class _StreamHandle:
+    """The CUDA stream protocol over a raw handle, for libraries that accept it."""
+
+    def __init__(self, handle: int):
+        self.handle = int(handle)
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+_cupy_streams: dict[int, object] = {}
+
+
+def cupy_stream(handle: int):
+    """A CuPy stream object over a raw stream handle (cached: one per handle)."""
+    import cupy as cp
+
+    stream = _cupy_streams.get(handle)
+    if stream is None:
+        if hasattr(cp.cuda.Stream, "from_external"):
+            stream = cp.cuda.Stream.from_external(_StreamHandle(handle))
+        else:  # CuPy < 14
+            stream = cp.cuda.ExternalStream(int(handle))
+        _cupy_streams[handle] = stream
+    return stream
+
+
 def wrap_stream(handle: int):
     """A cuda.core Stream over a stream someone else owns (CuPy's, PyTorch's)."""
     from cuda.core import Stream
@@ -85,8 +112,4 @@ def wrap_stream(handle: int):
     if hasattr(Stream, "from_handle"):
         return Stream.from_handle(int(handle))
 
-    class _Foreign:  # the __cuda_stream__ protocol, for older cuda.core
-        def __cuda_stream__(self):
-            return (0, int(handle))
-
-    return device().create_stream(_Foreign())
+    return device().create_stream(_StreamHandle(handle))  # older cuda.core
