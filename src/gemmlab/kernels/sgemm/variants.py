@@ -32,8 +32,8 @@ TILED = KernelSpec(
     source="sgemm/s2_tiled_rb.cu", entry="gemmlab::sgemm_tiled_rb", seed="002 tiled",
     params=(
         Param("TS", 16, (8, 16, 32), "threads per block side; blockDim = (TS, TS)"),
-        Param("BK", 16, (4, 8, 16, 32, 64), "K-tile staged in shared memory per step"),
-        Param("RM", 1, (1, 2, 4, 8), "rows of C per thread (contiguous); BM = TS*RM"),
+        Param("BK", 16, (4, 8, 16, 32), "K-tile staged in shared memory per step"),
+        Param("RM", 1, (1, 2, 4), "rows of C per thread (contiguous); BM = TS*RM"),
         Param("RN", 1, (1, 2, 4, 8), "columns of C per thread (contiguous); BN = TS*RN"),
         Param("VEC", 1, (1, 4), "global load width: 1 scalar, 4 float4 where aligned (A only when BK % 4 == 0)"),
     ),
@@ -45,6 +45,7 @@ TILED = KernelSpec(
     ),
     threads=lambda v: v["TS"] ** 2,
     smem_bytes=lambda v: 4 * v["BK"] * v["TS"] * (v["RM"] + v["RN"]),
+    block_tile=lambda v: (v["TS"] * v["RM"], v["TS"] * v["RN"]),
     geometry=lambda p, v: _tile_launch(p, v["TS"] * v["RM"], v["TS"] * v["RN"], (v["TS"], v["TS"], 1)),
 )
 
@@ -82,11 +83,12 @@ S4_WORK_PER_THREAD = KernelSpec(
     params=(
         Param("D", 16, (8, 16, 32), "threads per block side; blockDim = (D, D)"),
         Param("BK", 16, (8, 16, 32), "K-tile staged in shared memory per step"),
-        Param("S", 4, (1, 2, 4, 8), "outputs per thread along each side; tile L = S*D"),
+        Param("S", 4, (1, 2, 4), "outputs per thread along each side; tile L = S*D"),
     ),
     constraints=(_positive("D", "BK", "S"),),
     threads=lambda v: v["D"] ** 2,
     smem_bytes=lambda v: 4 * 2 * v["S"] * v["D"] * v["BK"],
+    block_tile=lambda v: (v["S"] * v["D"], v["S"] * v["D"]),
     geometry=lambda p, v: _tile_launch(p, v["S"] * v["D"], v["S"] * v["D"], (v["D"], v["D"], 1)),
 )
 
@@ -105,6 +107,7 @@ S4_OUTER_PRODUCT = KernelSpec(
     ),
     threads=lambda v: v["DM"] * v["DN"],
     smem_bytes=lambda v: 4 * 4 * v["BK"] * (v["DM"] + v["DN"]),
+    block_tile=lambda v: (4 * v["DM"], 4 * v["DN"]),
     geometry=lambda p, v: _tile_launch(p, 4 * v["DM"], 4 * v["DN"], (v["DN"], v["DM"], 1)),
 )
 
@@ -128,6 +131,7 @@ S4_SMEM_TRANSPOSE = KernelSpec(
     ),
     threads=lambda v: v["DM"] * v["DN"],
     smem_bytes=lambda v: 4 * v["BK"] * (v["TM"] * v["DM"] + v["TN"] * v["DN"]),
+    block_tile=lambda v: (v["TM"] * v["DM"], v["TN"] * v["DN"]),
     geometry=lambda p, v: _tile_launch(p, v["TM"] * v["DM"], v["TN"] * v["DN"], (v["DN"], v["DM"], 1)),
 )
 
