@@ -176,13 +176,21 @@ def all_impls(op: str | None = None) -> list[Any]:
     """Kernels in ladder order (rungs first, then variants), then baselines."""
     _load()
     impls = [i for i in _REGISTRY.values() if op is None or i.op == op]
+    position = {name: n for n, name in enumerate(_REGISTRY)}
 
-    def order(i: Any) -> tuple:
+    def order(i: Any) -> tuple:  # rungs by number, then variants and baselines as registered
         if i.kind == "baseline":
-            return (2, 0, i.name)
-        return (0, i.rung, i.name) if i.rung is not None else (1, 0, i.name)
+            return (2, 0, position[i.name])
+        return (0, i.rung, 0) if i.rung is not None else (1, 0, position[i.name])
 
     return sorted(impls, key=order)
+
+
+def family(impl: Any) -> str:
+    """Which ladder an implementation climbs: the main ladder, or a seed's own sequence."""
+    if getattr(impl, "rung", None) is not None:
+        return "ladder"
+    return (impl.seed.split() or ["variants"])[0] if impl.seed else impl.kind
 
 
 def kernels(op: str | None = None) -> list[KernelSpec]:

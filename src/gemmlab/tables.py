@@ -38,13 +38,15 @@ def bench_tables(results: Iterable[PointResult], baseline: str = "cublas") -> li
 
     gflops = Table(title="GFLOP/s (median, 2MNK / time)")
     share = Table(title=f"share of {baseline} (same run)")
-    speedup = Table(title="speedup over the previous rung")
+    speedup = Table(title="speedup over the previous rung (of the same ladder: main, seed 002, seed 004)")
     for table in (gflops, share, speedup):
         table.add_column("impl")
         for shape in shapes:
             table.add_column(shape, justify="right")
 
-    previous: str | None = None
+    from .registry import family, get
+
+    previous_in: dict[str, str] = {}  # the previous step of each family (main ladder, seed 002, 004)
     for impl in impls:
         gflops.add_row(impl, *(_cell(at.get((impl, s))) for s in shapes))
         cells = []
@@ -55,6 +57,8 @@ def bench_tables(results: Iterable[PointResult], baseline: str = "cublas") -> li
         share.add_row(impl, *cells)
         kind = at[next(((impl, s) for s in shapes if (impl, s) in at))].impl_kind
         if kind == "kernel":
+            fam = family(get(impl))
+            previous = previous_in.get(fam)
             cells = []
             for s in shapes:
                 mine = at.get((impl, s))
@@ -62,7 +66,7 @@ def bench_tables(results: Iterable[PointResult], baseline: str = "cublas") -> li
                 ok = mine and prev and mine.gflops and prev.gflops
                 cells.append(f"{mine.gflops / prev.gflops:.2f}x" if ok else "-")
             speedup.add_row(impl, *cells)
-            previous = impl
+            previous_in[fam] = impl
     tables = [gflops]
     if any((baseline, s) in at for s in shapes):
         tables.append(share)

@@ -6,6 +6,7 @@ The method (nvbench's and triton.testing.do_bench's, see DESIGN.md):
   launch reads its inputs from DRAM as it would inside a real application;
 - a short spin kernel before each flush keeps the GPU busy while the host enqueues the
   flush, the start event and the launch, so host overhead never lands inside the events;
+  it spins for a few times the enqueue's host time as measured during the warm-up;
 - at least `repeat` samples, more until `min_time_ms` of measured time is reached;
 - the median is the headline; min, mean, stdev and count are kept.
 Batch mode (no flush) times `batch` back-to-back launches between two events instead:
@@ -16,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import math
 import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .registry import KernelSpec, Launch
 
-HOLD_NS = 20_000  # longer than a Python-side cuBLAS call takes to enqueue
+HOLD_NS = 20_000  # the least hold; raised per implementation to cover its host enqueue time
+MAX_HOLD_NS = 2_000_000
 
 _HOLD = KernelSpec(name="hold", op="internal", title="stream hold", idea="timing helper",
                    source="util/hold.cu", entry="gemmlab::hold",
@@ -75,6 +78,7 @@ class Timer:
     max_repeat: int = 1000
     _flush_buf: object = field(default=None, repr=False)
     _hold: object = field(default=None, repr=False)
+    _hold_ns: int = HOLD_NS
 
     def _prepare(self) -> None:
         if self._hold is None:
@@ -87,7 +91,7 @@ class Timer:
                 self._flush_bytes = 2 * info().l2_bytes
                 self._flush_buf = dev.allocate(self._flush_bytes, stream=self.stream)
 
-    def _enqueue_hold(self, ns: int = HOLD_NS) -> None:
+    def _enqueue_hold(self, ns: int) -> None:
         import numpy as np
         from cuda.core import LaunchConfig, launch
 
@@ -106,7 +110,7 @@ class Timer:
         return self.stream.record(options=EventOptions(timing_enabled=True))
 
     def _sample_events(self, enqueue: Callable[[], None], batch: int):
-        self._enqueue_hold()
+        self._enqueue_hold(self._hold_ns)
         if self.flush:
             self._enqueue_flush()
         start = self._record()
@@ -124,10 +128,16 @@ class Timer:
         self._prepare()
         # Warm-up; the last one gives the estimate that sizes the run.
         estimate = 0.0
+        host_ns = 0
         for _ in range(max(1, self.warmup)):
             start, end = self._sample_events(enqueue, 1)
             self.stream.sync()
             estimate = end - start
+            t0 = time.perf_counter_ns()
+            enqueue()  # host cost of one enqueue, to size the hold
+            host_ns = time.perf_counter_ns() - t0
+            self.stream.sync()
+        self._hold_ns = min(MAX_HOLD_NS, max(HOLD_NS, 3 * host_ns + 10_000))
         batch = 1
         if not self.flush:
             batch = max(1, min(200, math.ceil(1.0 / max(estimate, 1e-4))))  # >= ~1 ms a sample
