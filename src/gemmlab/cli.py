@@ -240,6 +240,78 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
     raise_on_failure(results)  # exit 1 after everything is stored and shown
 
 
+@app.command()
+def tune(impl: str = typer.Option(..., help="one kernel name"),
+         M: int = typer.Option(4096, "--M", min=1), N: int = typer.Option(4096, "--N", min=1),
+         K: int = typer.Option(4096, "--K", min=1),
+         param: list[str] = typer.Option([], help="NAME=V1,V2,... replaces that parameter's declared values"),
+         strategy: str = typer.Option("exhaustive", help="exhaustive | random"),
+         budget: Optional[int] = typer.Option(None, min=1, help="at most this many points"),
+         seed: int = typer.Option(0, help="random strategy seed"),
+         jobs: Optional[int] = typer.Option(None, min=1, help="parallel NVRTC processes (default: all cores)"),
+         dry_run: bool = typer.Option(False, "--dry-run", help="only count the space and the dropped points"),
+         db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)")) -> None:
+    """Search a kernel's parameter space on one shape: every point verified, then timed."""
+    import time as _time
+
+    from .tune.search import STRATEGIES
+    from .tune.space import enumerate_space, parse_param_axes
+    from .tune.tuner import TuneOptions, best
+    from .tune.tuner import tune as run_tune
+
+    spec = registry.get(impl)
+    if spec.kind != "kernel":
+        raise BadArgumentError(f"{impl} is a baseline: there is nothing to tune")
+    if strategy not in STRATEGIES:
+        raise BadArgumentError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    report = enumerate_space(spec, parse_param_axes(param))
+    table = Table(title=f"{impl}: {report.total} points, {len(report.kept)} kept")
+    table.add_column("dropped because")
+    table.add_column("points", justify="right")
+    for reason, count in report.dropped.most_common():
+        table.add_row(reason, str(count))
+    console.print(table)
+    if dry_run:
+        return
+    if not report.kept:
+        raise BadArgumentError(f"no point of {impl}'s space satisfies its constraints")
+    points = STRATEGIES[strategy](report.kept, budget, seed)
+    from .cuda.device import device
+    from .envinfo import collect_env
+    from .store import DEFAULT_DB, ResultStore
+
+    device()
+    store = ResultStore(db or DEFAULT_DB)
+    command = shlex.join(["gemmlab", *sys.argv[1:]])
+    run_id = store.start_run("tune", command, collect_env())
+    problem = GemmProblem(M, N, K)
+    start = _time.perf_counter()
+    with _progress() as progress:
+        task = progress.add_task("tuning", total=len(points))
+
+        def record(r):
+            store.add_result(run_id, **r.row())
+            progress.advance(task)
+
+        results = run_tune(spec, problem, points, TuneOptions(jobs=jobs), on_result=record)
+    wall = _time.perf_counter() - start
+    ranked = sorted((r for r in results if r.gflops), key=lambda r: -r.gflops)
+    out = Table(title=f"{impl} at {problem.shape}: best of {len(results)} trials ({wall:.0f} s)")
+    for col in ("rank", "GFLOP/s", "median ms", "regs", "parameters"):
+        out.add_column(col)
+    for n, r in enumerate(ranked[:15], 1):
+        out.add_row(str(n), f"{r.gflops:,.0f}", f"{r.stats.median:.4f}", str(r.resources.registers if r.resources else "-"),
+                    _fmt_params(r.params))
+    console.print(out)
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+    console.print(f"statuses: {statuses}; stored run {run_id} in {db or DEFAULT_DB}")
+    top = best(results)
+    if top is not None:
+        console.print(f"best: {_fmt_params(top.params)} at {top.gflops:,.0f} GFLOP/s")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every failure into one line and an exit code."""
     err = Console(stderr=True)

@@ -84,8 +84,10 @@ def _header_digest() -> str:
     return h.hexdigest()
 
 
-def base_options(arch: str) -> dict:
-    return {"arch": arch, "std": "c++17", "ptxas_options": ["-v"], "include_path": [str(KERNEL_DIR)]}
+def base_options(arch: str, source_dir: Path | None = None) -> dict:
+    """kernels/ and the source's own folder are on the include path (headers live in both)."""
+    include = [str(KERNEL_DIR)] + ([str(source_dir)] if source_dir is not None else [])
+    return {"arch": arch, "std": "c++17", "ptxas_options": ["-v"], "include_path": include}
 
 
 def cache_key(source: str, name_expression: str, arch: str, options: Mapping) -> str:
@@ -138,7 +140,7 @@ def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, ar
     values = spec.resolve(params)
     name_expr = spec.name_expression(values)
     source = spec.source_path.read_text()
-    options = base_options(arch)
+    options = base_options(arch, spec.source_path.parent)
     key = cache_key(source, name_expr, arch, options)
     entry_dir = cache_dir() / key[:2] / key
     meta_path = entry_dir / "meta.json"

@@ -125,3 +125,5 @@ VECTORIZE = KernelSpec(
 register(NAIVE, COALESCING, SMEM_BLOCKING, BLOCKTILING_1D, BLOCKTILING_2D, VECTORIZE)
 
 from . import variants  # noqa: E402,F401  (seed 002/004 variants register themselves)
+from . import specs_upper  # noqa: E402,F401  (rungs 7-9 and 11: bank conflicts, autotuned, double buffering)
+from . import specs_top  # noqa: E402,F401  (rungs 10, 12, 13: warptiling, cp.async pipelines, Hopper)

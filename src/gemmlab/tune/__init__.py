@@ -1,0 +1,1 @@
+"""Search over a kernel's declared parameter space: enumerate, filter, compile, time."""
