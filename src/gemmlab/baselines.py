@@ -65,10 +65,20 @@ def _torch_reason() -> str:
 _torch_streams: dict[int, object] = {}
 
 
+def torch_stream(handle: int):
+    """A torch stream object over a raw stream handle (cached: one per handle)."""
+    import torch
+
+    stream = _torch_streams.get(handle)
+    if stream is None:
+        stream = _torch_streams[handle] = torch.cuda.ExternalStream(handle)
+    return stream
+
+
 _torch_views_cache: dict[tuple, tuple] = {}
 
 
-def _torch_views(*arrays):
+def torch_views(*arrays):
     """torch views of CuPy arrays, made once per set of buffers (DLPack costs host time)."""
     import torch
 
@@ -85,11 +95,8 @@ def _torch_enqueue(problem, A, B, C, handle: int) -> None:
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    stream = _torch_streams.get(handle)
-    if stream is None:
-        stream = _torch_streams[handle] = torch.cuda.ExternalStream(handle)
-    with torch.cuda.stream(stream):
-        a, b, c = _torch_views(A, B, C)
+    with torch.cuda.stream(torch_stream(handle)):
+        a, b, c = torch_views(A, B, C)
         # addmm ignores C when beta == 0, so the NaN poison cannot leak in.
         c.addmm_(a, b, beta=problem.beta, alpha=problem.alpha)
 
@@ -99,4 +106,21 @@ CUBLAS = Baseline("cublas", "sgemm", "cuBLAS SGEMM (CuPy)", "the vendor library,
 TORCH = Baseline("torch", "sgemm", "torch.addmm (cuBLAS)", "PyTorch's matmul, TF32 off",
                  _torch_reason, _torch_enqueue)
 
-register(CUBLAS, TORCH)
+
+
+def _triton_reason() -> str:
+    from .baselines_triton import unavailable_reason
+
+    return unavailable_reason()
+
+
+def _triton_enqueue(problem, A, B, C, handle: int) -> None:
+    from .baselines_triton import enqueue
+
+    enqueue(problem, A, B, C, handle)
+
+
+TRITON = Baseline("triton", "sgemm", "Triton matmul (fp32, ieee)", "tl.dot with input_precision='ieee', autotuned",
+                  _triton_reason, _triton_enqueue)
+
+register(CUBLAS, TORCH, TRITON)
