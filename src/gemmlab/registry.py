@@ -36,6 +36,7 @@ class Param:
     default: int
     space: tuple[int, ...] = ()
     doc: str = ""
+    template: bool = True  # False: a launch-time choice (read by the geometry), not a template argument
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class KernelSpec:
     threads: Callable[[Mapping[str, int]], int] | None = None  # block size from params
     smem_bytes: Callable[[Mapping[str, int]], int] | None = None  # static smem from params
     block_tile: Callable[[Mapping[str, int]], tuple[int, int]] | None = None  # (rows, cols) of C per block
+    # Split-K: the kernel takes a trailing workspace pointer; when the launch has gridDim.z > 1
+    # slices, this kernel (M, N, S, alpha, W, beta, C) reduces the S partial planes into C.
+    splitk_reduce: "KernelSpec | None" = None
     tags: tuple[str, ...] = field(default=())
 
     kind = "kernel"
@@ -118,9 +122,9 @@ class KernelSpec:
             except (ZeroDivisionError, ValueError, KeyError):
                 return False
 
-        if any(v <= 0 for v in values.values()):
-            bad = next(k for k, v in values.items() if v <= 0)
-            return [f"{bad} must be positive"]
+        if any(v < 0 for v in values.values()):
+            bad = next(k for k, v in values.items() if v < 0)
+            return [f"{bad} must not be negative"]
         failed = [c.why for c in self.constraints if not holds(c.check)]
         if self.threads is not None and not holds(lambda v: 0 < self.threads(v) <= MAX_THREADS_PER_BLOCK):
             failed.append(f"threads per block must be in 1..{MAX_THREADS_PER_BLOCK}")
@@ -139,7 +143,8 @@ class KernelSpec:
     def name_expression(self, values: Mapping[str, int]) -> str:
         if not self.params:
             return self.entry
-        return f"{self.entry}<{', '.join(str(values[p.name]) for p in self.params)}>"
+        args = [str(values[p.name]) for p in self.params if p.template]
+        return f"{self.entry}<{', '.join(args)}>" if args else self.entry
 
     def launch(self, problem: GemmProblem, values: Mapping[str, int]) -> Launch:
         return self.geometry(problem, values)

@@ -48,3 +48,15 @@ def test_misaligned_pointers_take_the_scalar_path():
         cp.cuda.Device().synchronize()
         v = compare(C, A, B, C, 1.0, 0.0)
         assert v.passed, f"{name}: {v.reason}"
+
+
+@pytest.mark.parametrize("splitk,shape", [(2, (67, 45, 17)), (3, (8, 300, 100)), (4, (130, 129, 1000)),
+                                          (0, (8192 // 8, 128, 4096))])
+def test_split_k(splitk, shape):
+    """Uneven K slices, slices with a single tile, automatic slicing of a skinny shape; alpha/beta both ways."""
+    spec = registry.get("hopper_simt")
+    problems = [GemmProblem(*shape, 1.0, 0.0), GemmProblem(*shape, -1.25, 0.5)]
+    results = verify_sweep([spec], problems, params={"hopper_simt": {"SPLITK": splitk}})
+    assert all(r.status == "PASS" for r in results), [(r.problem.shape, r.reason) for r in results]
+    if splitk == 0:
+        assert spec.launch(problems[0], spec.resolve({})).grid[2] > 1, "the skinny shape should be split"

@@ -34,9 +34,8 @@ def allow_dynamic_smem(ck: CompiledKernel, nbytes: int) -> None:
     ck._smem_optin = nbytes
 
 
-def launch_gemm(ck: CompiledKernel, geometry: Launch, stream, M: int, N: int, K: int, alpha: float,
-                a_ptr: int, b_ptr: int, beta: float, c_ptr: int) -> None:
-    """Enqueue C = alpha*A@B + beta*C; pointers are raw device addresses."""
+def launch_kernel(ck: CompiledKernel, geometry: Launch, stream, *args) -> None:
+    """Enqueue one launch; args already typed (np.int32/np.float32 scalars, int pointers)."""
     from cuda.core import LaunchConfig, launch
 
     if max(geometry.grid[1], geometry.grid[2]) > 65535:
@@ -45,7 +44,13 @@ def launch_gemm(ck: CompiledKernel, geometry: Launch, stream, M: int, N: int, K:
     if geometry.shmem > STATIC_SMEM_LIMIT:
         allow_dynamic_smem(ck, geometry.shmem)
     try:
-        launch(stream, config, ck.kernel(), np.int32(M), np.int32(N), np.int32(K), np.float32(alpha),
-               a_ptr, b_ptr, np.float32(beta), c_ptr)
+        launch(stream, config, ck.kernel(), *args)
     except Exception as exc:
         raise LaunchError(f"{ck.spec.name}: launch failed ({exc})") from None
+
+
+def launch_gemm(ck: CompiledKernel, geometry: Launch, stream, M: int, N: int, K: int, alpha: float,
+                a_ptr: int, b_ptr: int, beta: float, c_ptr: int, *extra: int) -> None:
+    """Enqueue C = alpha*A@B + beta*C; pointers are raw device addresses (extra: workspace)."""
+    launch_kernel(ck, geometry, stream, np.int32(M), np.int32(N), np.int32(K), np.float32(alpha),
+                  a_ptr, b_ptr, np.float32(beta), c_ptr, *extra)

@@ -4,9 +4,14 @@
 //     shared memory while the FMAs of step k run, so LDS latency hides behind FFMA;
 //   - a block-index swizzle: consecutive blocks take GROUP row-tiles of one column band,
 //     so tiles that share A rows and B columns run together and reuse them from L2;
+//   - split-K for shapes with too few output tiles to fill the GPU (8192x128x8192 has 64
+//     tiles for 132 SMs): gridDim.z slices of K write fp32 partial tiles to a workspace and
+//     sgemm_splitk_reduce sums them in a fixed order (deterministic, unlike atomics) and
+//     applies alpha and beta;
 //   - one barrier per K-tile, zero-filled edges, float4 where aligned (as rungs 10-12).
 // Should move: issue-slot share of FFMA towards its ceiling (~94% with 8x8 fragments);
-//   short-scoreboard (LDS) stalls fall; L2 hit rate rises on large problems.
+//   short-scoreboard (LDS) stalls fall; L2 hit rate rises on large problems; skinny
+//   shapes fill every SM instead of half of them.
 #include "common.cuh"
 #include "async_copy.cuh"
 #include "gmem_tiles.cuh"
@@ -17,7 +22,7 @@ template <int BM, int BN, int BK, int WM, int WN, int WNITER, int TM, int TN, in
           int GROUP>
 __global__ void __launch_bounds__(NT)
 sgemm_hopper_simt(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
-                  float beta, float* __restrict__ C) {
+                  float beta, float* __restrict__ C, float* __restrict__ W) {
     constexpr int WARPS = NT / 32;
     constexpr int WMITER = (WM * WN) / (32 * TM * TN * WNITER);
     constexpr int WSUBM = WM / WMITER;
@@ -56,11 +61,15 @@ sgemm_hopper_simt(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int bOff = warpCol * WN + tCol * TN;
     const bool vecB = (N % 4 == 0) && aligned16(B);
     const bool vecC = (N % 4 == 0) && aligned16(C);
-    const int tiles = (K + BK - 1) / BK;
+    // Split-K: slice z of gridDim.z takes K-tiles [tBegin, tEnd).
+    const int allTiles = (K + BK - 1) / BK;
+    const int perSlice = (allTiles + gridDim.z - 1) / gridDim.z;
+    const int tBegin = min(allTiles, (int)blockIdx.z * perSlice);
+    const int tiles = min(allTiles, tBegin + perSlice) - tBegin;
 
     auto load_tile = [&](int t, int s) {
         if (t >= tiles) return;
-        const int k0 = t * BK;
+        const int k0 = (tBegin + t) * BK;
         float* as = As + s * A_STAGE;
         float* bs = Bs + s * B_STAGE;
 #pragma unroll
@@ -138,6 +147,13 @@ sgemm_hopper_simt(int M, int N, int K, float alpha, const float* __restrict__ A,
     }
     cp_async_wait<0>();
 
+    // With split-K the partial sums go to this slice's workspace plane, unscaled; the
+    // reduction applies alpha and beta once. Otherwise the usual epilogue.
+    const bool split = gridDim.z > 1;
+    float* out = split ? W + (long long)blockIdx.z * M * N : C;
+    const float outAlpha = split ? 1.0f : alpha;
+    const float outBeta = split ? 0.0f : beta;
+    const bool vecOut = split ? ((N % 4 == 0) && aligned16(W)) : vecC;
 #pragma unroll
     for (int wm = 0; wm < WMITER; ++wm)
 #pragma unroll
@@ -149,9 +165,21 @@ sgemm_hopper_simt(int M, int N, int K, float alpha, const float* __restrict__ A,
                 for (int j = 0; j < TN; j += 4) {
                     const int c = col0 + bOff + wn * WSUBN + j;
                     const float* a = &acc[wm * TM + i][wn * TN + j];
-                    store4(C, M, N, r, c, make_float4(a[0], a[1], a[2], a[3]), alpha, beta, vecC);
+                    store4(out, M, N, r, c, make_float4(a[0], a[1], a[2], a[3]), outAlpha, outBeta, vecOut);
                 }
         }
+}
+
+// C = alpha * sum_z W[z] + beta * C, summed in slice order so results are reproducible.
+__global__ void sgemm_splitk_reduce(int M, int N, int S, float alpha, const float* __restrict__ W, float beta,
+                                    float* __restrict__ C) {
+    const long long total = (long long)M * N;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        float sum = 0.0f;
+        for (int z = 0; z < S; ++z) sum += W[z * total + i];
+        epilogue(C, i, sum, alpha, beta);
+    }
 }
 
 }  // namespace gemmlab

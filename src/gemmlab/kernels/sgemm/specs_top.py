@@ -1,6 +1,8 @@
 """Specs of rungs 10, 12 and 13: warptiling, cp.async pipelines, gemmlab's own Hopper kernel."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...problem import GemmProblem
 from ...registry import Constraint, KernelSpec, Launch, Param, cdiv, register
 
@@ -86,18 +88,52 @@ ASYNC_PIPELINE = KernelSpec(
 
 
 
-def _swizzled_grid(p: GemmProblem, v) -> Launch:
-    """A 1-D grid; the kernel maps block ids to tiles in GROUP-row bands (L2 reuse)."""
+def _sm_count() -> int:
+    """The GPU's SM count, or an H100/H200's 132 when there is no GPU (compile-only use)."""
+    try:
+        from ...cuda.device import info
+
+        return info().sm_count
+    except Exception:
+        return 132
+
+
+def split_k_slices(p: GemmProblem, v, sm_count: int) -> int:
+    """SPLITK > 0 as given; 0 = automatic: when the output tiles cannot fill the SMs, cut K
+    into as many slices as fit in one wave, keeping at least 4 K-tiles per slice."""
+    if v["SPLITK"] > 0:
+        return min(v["SPLITK"], cdiv(p.K, v["BK"]))
     tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
-    return Launch(grid=(tiles, 1, 1), block=(v["NT"], 1, 1), shmem=_pipeline_smem(v))
+    if tiles * 2 > sm_count:
+        return 1
+    return max(1, min(sm_count // tiles, cdiv(p.K, v["BK"]) // 4, 16))
+
+
+def _swizzled_grid(p: GemmProblem, v) -> Launch:
+    """A 1-D grid of tiles (the kernel swizzles it in GROUP-row bands), times split-K slices."""
+    tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
+    return Launch(grid=(tiles, 1, split_k_slices(p, v, _sm_count())), block=(v["NT"], 1, 1),
+                  shmem=_pipeline_smem(v))
+
+
+SPLITK_REDUCE = KernelSpec(
+    name="splitk_reduce", op="internal", title="split-K reduction", idea="sum the K-slices' partial planes",
+    source="sgemm/13_hopper_simt.cu", entry="gemmlab::sgemm_splitk_reduce",
+    geometry=lambda p, v: Launch((1, 1, 1), (256, 1, 1)),
+)
 
 
 HOPPER_SIMT = KernelSpec(
     name="hopper_simt", op="sgemm", rung=13, title="gemmlab Hopper SIMT kernel",
     idea="cp.async ring + warptiles + fragment double buffering + L2-friendly block swizzle",
     source="sgemm/13_hopper_simt.cu", entry="gemmlab::sgemm_hopper_simt", seed="gemmlab",
-    params=ASYNC_PIPELINE.params + (Param("GROUP", 8, (1, 4, 8, 16)),),
-    constraints=ASYNC_PIPELINE.constraints + (Constraint("GROUP must be >= 1", lambda v: v["GROUP"] >= 1),),
+    # Defaults: the best of a 120-point random sweep at 4096^3 on an H200 (docs/ladder.md).
+    params=tuple(replace(p, default=d) for p, d in zip(ASYNC_PIPELINE.params, (128, 256, 16, 64, 64, 1, 4, 8, 256, 4, 4)))
+    + (Param("GROUP", 8, (1, 4, 8, 16)),
+                                    Param("SPLITK", 0, (0, 1, 2, 4), "K slices; 0 = automatic", template=False)),
+    constraints=ASYNC_PIPELINE.constraints + (Constraint("GROUP must be >= 1", lambda v: v["GROUP"] >= 1),
+                                              Constraint("SPLITK must be >= 0", lambda v: v["SPLITK"] >= 0)),
+    splitk_reduce=SPLITK_REDUCE,
     threads=lambda v: v["NT"],
     block_tile=lambda v: (v["BM"], v["BN"]),
     geometry=_swizzled_grid,
