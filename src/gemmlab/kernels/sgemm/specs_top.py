@@ -139,35 +139,4 @@ HOPPER_SIMT = KernelSpec(
     geometry=_swizzled_grid,
 )
 
-
-
-def _tf32x3_threads(v) -> int:
-    return (v["BM"] // v["WM"]) * (v["BN"] // v["WN"]) * 32
-
-
-def _tf32x3_smem(v) -> int:
-    return 4 * v["STAGES"] * (v["BM"] * (v["BK"] + 4) + v["BK"] * (v["BN"] + 8))
-
-
-TF32X3 = KernelSpec(
-    name="tf32x3", op="sgemm", rung=14, title="FP32-accurate tensor cores (3xTF32)",
-    idea="split each fp32 into two tf32 parts; three mma.sync per product keep fp32 accuracy at tensor-core speed",
-    source="sgemm/14_tf32x3.cu", entry="gemmlab::sgemm_tf32x3", seed="gemmlab (CUTLASS's 3xTF32 idea)",
-    params=(Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)), Param("BK", 32, (16, 32)),
-            Param("WM", 64, (32, 64)), Param("WN", 64, (32, 64)), Param("STAGES", 3, (2, 3, 4))),
-    constraints=(
-        Constraint("warp tiles must divide the block tile", lambda v: v["BM"] % v["WM"] == 0 and v["BN"] % v["WN"] == 0),
-        Constraint("WM must be a multiple of 16 and WN of 8 (mma tiles)", lambda v: v["WM"] % 16 == 0 and v["WN"] % 8 == 0),
-        Constraint("BK must be a multiple of 8 (k8 steps)", lambda v: v["BK"] % 8 == 0),
-        Constraint("the threads must split both tiles in float4s",
-                   lambda v: (v["BM"] * v["BK"] // 4) % _tf32x3_threads(v) == 0
-                   and (v["BK"] * v["BN"] // 4) % _tf32x3_threads(v) == 0),
-        Constraint("STAGES must be >= 2", lambda v: v["STAGES"] >= 2),
-        Constraint(f"dynamic shared memory must be <= {MAX_DYNAMIC_SMEM} B", lambda v: _tf32x3_smem(v) <= MAX_DYNAMIC_SMEM),
-    ),
-    threads=_tf32x3_threads,
-    geometry=lambda p, v: Launch(grid=(cdiv(p.N, v["BN"]), cdiv(p.M, v["BM"]), 1), block=(_tf32x3_threads(v), 1, 1),
-                                 shmem=_tf32x3_smem(v)),
-)
-
-register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT, TF32X3)
+register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT)
