@@ -20,7 +20,7 @@ echo "== tests" | tee -a "$out/summary.txt"
 tail -n 1 "$out/pytest.log" >> "$out/summary.txt"
 
 echo "== benchmark" | tee -a "$out/summary.txt"
-(cd "$out" && "$py" -m gemmlab.cli bench --db "$out/results/results.db" "$@" 2>&1) | tee "$out/bench.log" || status=1
+(cd "$out" && "$py" -m gemmlab.cli bench --db "$out/results/results.db" --markdown "$out/bench.md" "$@" 2>&1) | tee "$out/bench.log" || status=1
 
 echo "gpu_check: exit $status, logs in $out" | tee -a "$out/summary.txt"
 exit $status

@@ -192,13 +192,14 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
           params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
           db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)"),
           csv: Optional[Path] = typer.Option(None, help="also write this run's rows as CSV"),
-          json_out: Optional[Path] = typer.Option(None, "--json", help="also write this run's rows as JSON")) -> None:
+          json_out: Optional[Path] = typer.Option(None, "--json", help="also write this run's rows as JSON"),
+          markdown: Optional[Path] = typer.Option(None, help="also write the tables as Markdown")) -> None:
     """Verify, then time each kernel and the baselines in one run; store and print the tables."""
     from .bench import BenchOptions, raise_on_failure, run_bench
     from .cuda.device import device
     from .envinfo import collect_env
     from .store import DEFAULT_DB, ResultStore, batch_file_path
-    from .tables import bench_tables, clock_warnings, failures_table
+    from .tables import bench_tables, clock_warnings, failures_table, to_markdown
 
     impls = registry.select(impl)
     chosen = _params_for(impls, params)
@@ -236,6 +237,9 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
         store.export_csv(csv, run_id)
     if json_out:
         store.export_json(json_out, run_id)
+    if markdown:
+        tables = bench_tables(results) + [t for t in (failures_table(results),) if t is not None]
+        markdown.write_text(f"Command: `{command}`\n\n" + "\n".join(to_markdown(t) for t in tables))
     console.print(f"stored run {run_id} in {db or DEFAULT_DB}; table in {batch}")
     raise_on_failure(results)  # exit 1 after everything is stored and shown
 

@@ -74,6 +74,16 @@ def bench_tables(results: Iterable[PointResult], baseline: str = "cublas") -> li
     return tables
 
 
+def to_markdown(table: Table) -> str:
+    """A rich Table as a GitHub Markdown table (title as a bold line above it)."""
+    headers = [str(c.header) for c in table.columns]
+    rows = list(zip(*(c._cells for c in table.columns)))  # rich keeps cells per column
+    align = ["---" if c.justify != "right" else "---:" for c in table.columns]
+    lines = [f"**{table.title}**", "", "| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
 def failures_table(results: Iterable[PointResult]) -> Table | None:
     bad = [r for r in results if r.status in ("FAIL", "ERROR")]
     if not bad:

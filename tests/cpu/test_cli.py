@@ -75,3 +75,19 @@ def test_no_gpu_is_one_line_exit_2(capsys, tmp_path, cmd):
     code, out, err = run(capsys, *cmd, *(["--db", str(tmp_path / "r.db")] if cmd[0] == "bench" else []))
     assert code == 2 and err.startswith("error: no GPU") and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r.db").exists(), "nothing is recorded when nothing ran"
+
+
+def test_markdown_tables_from_results():
+    from gemmlab.bench import PointResult
+    from gemmlab.problem import GemmProblem
+    from gemmlab.tables import bench_tables, to_markdown
+    from gemmlab.timing import Stats
+
+    p = GemmProblem(64, 64, 64)
+    rows = [PointResult("naive", "kernel", p, "PASS", stats=Stats((1.0,))),
+            PointResult("vectorize", "kernel", p, "PASS", stats=Stats((0.5,))),
+            PointResult("cublas", "baseline", p, "PASS", stats=Stats((0.25,)))]
+    gflops, share, speedup = bench_tables(rows)
+    md = to_markdown(share)
+    assert "| vectorize | 50.0% |" in md and md.splitlines()[3].startswith("| ---")
+    assert "| vectorize | 2.00x |" in to_markdown(speedup)
