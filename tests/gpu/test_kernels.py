@@ -41,7 +41,8 @@ def test_misaligned_pointers_take_the_scalar_path():
     b_buf = rng.uniform(-1, 1, K * N + 1, dtype=cp.float32)
     A = a_buf[1:].reshape(M, K)
     B = b_buf[1:].reshape(K, N)
-    for name in ("vectorize", "s4_float4", "s4_outer_product", "s4_smem_transpose"):
+    for name in ("vectorize", "bank_linearize", "bank_padding", "autotuned", "double_buffering", "warptiling",
+                 "async_pipeline", "hopper_simt", "s4_float4", "s4_outer_product", "s4_smem_transpose", "tiled"):
         c_buf = cp.full(M * N + 1, cp.nan, dtype=cp.float32)
         C = c_buf[1:].reshape(M, N)
         gemmlab.sgemm(A, B, C, impl=name)
