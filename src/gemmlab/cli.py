@@ -83,7 +83,7 @@ def _progress() -> Progress:
 
 
 @app.command("list")
-def list_cmd(op: str = typer.Option("sgemm", help="which ladder")) -> None:
+def list_cmd(op: str = typer.Option("sgemm", help="which ladder: sgemm | reduce")) -> None:
     """The ladder: one row per kernel and baseline."""
     table = Table(title=f"gemmlab {op} implementations")
     for col in ("name", "rung", "title", "idea", "default parameters"):
@@ -146,11 +146,19 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
 
 @app.command()
 def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
+           op: str = typer.Option("sgemm", help="sgemm | reduce"),
+           n: Optional[str] = typer.Option(None, "--n", help="reduce: element counts (default: the edge-case sweep)"),
            M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
            K: Optional[int] = typer.Option(None, "--K"),
            alpha: float = typer.Option(1.5), beta: float = typer.Option(-0.75),
            params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
     """Verify against fp64 over the odd-shape sweep (or one --M/--N/--K shape)."""
+    if op == "reduce":
+        from .reduce.cli import verify_reduce
+
+        return verify_reduce(impl=impl, sizes=n, params=params)
+    if op != "sgemm":
+        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce")
     from .bench import raise_on_failure, verify_sweep
     from .verify import sweep_problems
 
@@ -182,6 +190,8 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
 
 @app.command()
 def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with the baselines)"),
+          op: str = typer.Option("sgemm", help="sgemm | reduce"),
+          n: Optional[str] = typer.Option(None, "--n", help="reduce: element counts, e.g. 1024,1048576"),
           M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
           K: Optional[int] = typer.Option(None, "--K"),
           sizes: Optional[str] = typer.Option(None, help=f"e.g. 1024,4096,1000x3000x2000 (default {DEFAULT_SIZES})"),
@@ -195,6 +205,15 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
           json_out: Optional[Path] = typer.Option(None, "--json", help="also write this run's rows as JSON"),
           markdown: Optional[Path] = typer.Option(None, help="also write the tables as Markdown")) -> None:
     """Verify, then time each kernel and the baselines in one run; store and print the tables."""
+    if op == "reduce":
+        from .reduce.cli import bench_reduce
+
+        return bench_reduce(impl=impl, sizes=n, warmup=warmup, repeat=repeat, check=check, flush=flush,
+                            params=params, db=db, csv=csv, json_out=json_out, markdown=markdown)
+    if op != "sgemm":
+        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce")
+    if n is not None:
+        raise BadArgumentError("--n is for --op reduce; use --M/--N/--K or --sizes for sgemm")
     from .bench import BenchOptions, raise_on_failure, run_bench
     from .cuda.device import device
     from .envinfo import collect_env
@@ -316,10 +335,26 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
         console.print(f"best: {_fmt_params(top.params)} at {top.gflops:,.0f} GFLOP/s")
 
 
+# Commands that live with their subsystem register themselves on `app` when imported.
+_EXTENSIONS = ("gemmlab.profile.cli",)
+
+
+def _load_extensions() -> None:
+    import importlib
+
+    for module in _EXTENSIONS:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module.startswith(exc.name):
+                raise  # a real missing dependency inside the extension, not an absent extension
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every failure into one line and an exit code."""
     err = Console(stderr=True)
     try:
+        _load_extensions()
         app(args=argv, standalone_mode=False)
     except GemmlabError as exc:
         err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
