@@ -26,6 +26,38 @@ def _runner(impl_name: str, params: Mapping[str, int] | None):
     return _runners[key]
 
 
+_tuned_cache: dict[tuple, dict] = {}
+
+
+def _tuned(impl_name: str, problem: GemmProblem) -> dict:
+    """Parameters tuned for this GPU at the nearest tuned shape ({} when none).
+
+    Read from $GEMMLAB_DB, else ./gemmlab-results/results.db when it exists.
+    """
+    import os
+    from pathlib import Path
+
+    from .store import DEFAULT_DB
+
+    path = Path(os.environ.get("GEMMLAB_DB", DEFAULT_DB))
+    key = (impl_name, problem.shape, str(path))
+    if key not in _tuned_cache:
+        found = {}
+        if path.exists():
+            from . import registry
+            from .cuda.device import info
+            from .store import ResultStore
+            from .tune.history import best_params
+
+            spec = registry.get(impl_name)
+            if spec.kind == "kernel":
+                hit = best_params(ResultStore(path), info().name, impl_name, problem)
+                if hit is not None and not spec.failed_constraints({**spec.defaults, **hit[0]}):
+                    found = hit[0]
+        _tuned_cache[key] = found
+    return _tuned_cache[key]
+
+
 def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
 
@@ -70,12 +102,14 @@ def _check(x, what: str):
 
 
 def sgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, impl: str = DEFAULT_SGEMM,
-          params: Mapping[str, int] | None = None):
+          params: Mapping[str, int] | None = None, tuned: bool = True):
     """C = alpha * A @ B + beta * C in fp32 with a gemmlab kernel (or a baseline).
 
     A (MxK), B (KxN) and C (MxN) are float32 CUDA arrays. With C given it is updated in
     place and returned; otherwise a new C is returned, of the same array type as A.
     Non-contiguous inputs are copied to contiguous ones first; with beta == 0 C is not read.
+    Without `params`, a kernel runs with the parameters `gemmlab tune` found best on this GPU
+    at the nearest tuned shape (tuned=False: the spec's defaults).
     """
     from .cuda.device import cupy_stream, device, wrap_stream
 
@@ -106,6 +140,8 @@ def sgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, 
     with cupy_stream(stream_ptr):
         a = cp.ascontiguousarray(a)
         b = cp.ascontiguousarray(b)
+        if params is None and tuned:
+            params = _tuned(impl, problem)
         _runner(impl, params).enqueue(problem, a, b, c, wrap_stream(stream_ptr))
         if c is not out:
             out[...] = c

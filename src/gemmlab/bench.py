@@ -24,6 +24,7 @@ class BenchOptions:
     check: bool = True
     min_time_ms: float = 50.0
     params: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # per implementation
+    tuned: Mapping[tuple[str, str], Mapping[str, int]] = field(default_factory=dict)  # (impl, shape) -> params
 
 
 @dataclass
@@ -115,7 +116,7 @@ def run_point(impl: Any, problem: GemmProblem, stream, options: BenchOptions,
     """Verify (unless options.check is off) and time one implementation on one problem."""
     from .cuda.nvml import ClockSampler
 
-    params = dict(options.params.get(impl.name, {}))
+    params = dict(options.params.get(impl.name) or options.tuned.get((impl.name, problem.shape), {}))
     result = PointResult(impl.name, impl.kind, problem, "ERROR", params=params)
     try:
         runner = GemmRunner(impl, params)

@@ -77,6 +77,22 @@ def _params_for(impls: list, params: Optional[str]) -> dict[str, dict[str, int]]
     return {kernels[0].name: values}
 
 
+def _tuned_params(store, gpu, impls, problems, chosen) -> dict:
+    """(impl, shape) -> parameters tuned on this GPU at the nearest tuned shape, for the
+    kernels the user did not give --params for."""
+    from .tune.history import best_params
+
+    tuned = {}
+    for impl in impls:
+        if impl.kind != "kernel" or impl.name in chosen:
+            continue
+        for problem in problems:
+            found = best_params(store, gpu, impl.name, problem)
+            if found is not None and not impl.failed_constraints({**impl.defaults, **found[0]}):
+                tuned[(impl.name, problem.shape)] = found[0]
+    return tuned
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True)
@@ -200,6 +216,8 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
           check: bool = typer.Option(True, "--check/--no-check", help="verify each point before timing it"),
           flush: bool = typer.Option(True, "--flush/--no-flush", help="flush L2 before every timed launch"),
           params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
+          default_params: bool = typer.Option(False, "--default-params",
+                                              help="ignore parameters tuned for this GPU; use the spec defaults"),
           db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)"),
           csv: Optional[Path] = typer.Option(None, help="also write this run's rows as CSV"),
           json_out: Optional[Path] = typer.Option(None, "--json", help="also write this run's rows as JSON"),
@@ -227,8 +245,11 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
     device()  # fail early, with one line, when there is no GPU
     store = ResultStore(db or DEFAULT_DB)
     command = shlex.join(["gemmlab", *sys.argv[1:]])
-    run_id = store.start_run("bench", command, collect_env())
-    options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check, params=chosen)
+    run_env = collect_env()
+    run_id = store.start_run("bench", command, run_env)
+    gpu = (run_env.get("gpu") or {}).get("name")
+    tuned = {} if default_params else _tuned_params(store, gpu, impls, problems, chosen)
+    options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check, params=chosen, tuned=tuned)
     with _progress() as progress:
         task = progress.add_task("benchmarking", total=len(impls) * len(problems))
 
@@ -268,26 +289,35 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
          M: int = typer.Option(4096, "--M", min=1), N: int = typer.Option(4096, "--N", min=1),
          K: int = typer.Option(4096, "--K", min=1),
          param: list[str] = typer.Option([], help="NAME=V1,V2,... replaces that parameter's declared values"),
-         strategy: str = typer.Option("exhaustive", help="exhaustive | random"),
+         strategy: str = typer.Option("exhaustive", help="exhaustive | random | bayes (needs optuna)"),
          budget: Optional[int] = typer.Option(None, min=1, help="at most this many points"),
-         seed: int = typer.Option(0, help="random strategy seed"),
+         time_limit: Optional[float] = typer.Option(None, "--time", min=1, help="start no candidate after SECONDS"),
+         seed: int = typer.Option(0, help="seed of the random and bayes strategies"),
          jobs: Optional[int] = typer.Option(None, min=1, help="parallel NVRTC processes (default: all cores)"),
+         devices: str = typer.Option("0", help="GPUs to run candidates on, e.g. 0,1 (one worker each)"),
+         timeout: float = typer.Option(120.0, min=1, help="seconds before a candidate counts as hung"),
+         resume: bool = typer.Option(False, "--resume", help="skip points already recorded for this GPU and shape"),
          dry_run: bool = typer.Option(False, "--dry-run", help="only count the space and the dropped points"),
+         plot: bool = typer.Option(False, "--plot", help="write heatmaps and the best-so-far curve (PNG)"),
          db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)")) -> None:
     """Search a kernel's parameter space on one shape: every point verified, then timed."""
-    import time as _time
-
     from .tune.search import STRATEGIES
+    from .tune.space import axes as space_axes
     from .tune.space import enumerate_space, parse_param_axes
-    from .tune.tuner import TuneOptions, best
-    from .tune.tuner import tune as run_tune
 
     spec = registry.get(impl)
     if spec.kind != "kernel":
         raise BadArgumentError(f"{impl} is a baseline: there is nothing to tune")
     if strategy not in STRATEGIES:
         raise BadArgumentError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
-    report = enumerate_space(spec, parse_param_axes(param))
+    try:
+        device_list: list[int | None] = [int(d) for d in devices.split(",") if d.strip()]
+    except ValueError:
+        raise BadArgumentError(f"--devices {devices!r} must be GPU indices like 0,1") from None
+    if not device_list:
+        raise BadArgumentError("--devices is empty")
+    overrides = parse_param_axes(param)
+    report = enumerate_space(spec, overrides)
     table = Table(title=f"{impl}: {report.total} points, {len(report.kept)} kept")
     table.add_column("dropped because")
     table.add_column("points", justify="right")
@@ -298,41 +328,64 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
         return
     if not report.kept:
         raise BadArgumentError(f"no point of {impl}'s space satisfies its constraints")
-    points = STRATEGIES[strategy](report.kept, budget, seed)
-    from .cuda.device import device
+    chosen = STRATEGIES[strategy](report.kept, space_axes(spec, overrides), budget, seed)
+
+    from .cuda.device import device, info
     from .envinfo import collect_env
     from .store import DEFAULT_DB, ResultStore
+    from .tune.tuner import TuneOptions
+    from .tune.tuner import tune as run_tune
 
     device()
+    if max(d for d in device_list if d is not None) >= _device_count():
+        raise BadArgumentError(f"--devices {devices}: this machine has {_device_count()} GPU(s)")
     store = ResultStore(db or DEFAULT_DB)
+    env = collect_env()
     command = shlex.join(["gemmlab", *sys.argv[1:]])
-    run_id = store.start_run("tune", command, collect_env())
+    run_id = store.start_run("tune", command, env)
+    gpu = (env.get("gpu") or {}).get("name")
     problem = GemmProblem(M, N, K)
-    start = _time.perf_counter()
+    options = TuneOptions(jobs=jobs, devices=device_list if len(device_list) > 1 else [None],
+                          timeout_s=timeout, time_limit_s=time_limit, resume=resume)
     with _progress() as progress:
-        task = progress.add_task("tuning", total=len(points))
-
-        def record(r):
-            store.add_result(run_id, **r.row())
-            progress.advance(task)
-
-        results = run_tune(spec, problem, points, TuneOptions(jobs=jobs), on_result=record)
-    wall = _time.perf_counter() - start
-    ranked = sorted((r for r in results if r.gflops), key=lambda r: -r.gflops)
-    out = Table(title=f"{impl} at {problem.shape}: best of {len(results)} trials ({wall:.0f} s)")
+        task = progress.add_task("tuning", total=budget or len(report.kept))
+        summary = run_tune(spec, problem, chosen, options, info().arch, store, run_id, gpu,
+                           on_result=lambda row: progress.advance(task))
+    ranked = sorted((r for r in summary.trials if r.get("status") == "PASS" and r.get("gflops")),
+                    key=lambda r: -r["gflops"])
+    out = Table(title=f"{impl} at {problem.shape}: {len(summary.trials)} trials in {summary.wall_seconds:.0f} s")
     for col in ("rank", "GFLOP/s", "median ms", "regs", "parameters"):
         out.add_column(col)
     for n, r in enumerate(ranked[:15], 1):
-        out.add_row(str(n), f"{r.gflops:,.0f}", f"{r.stats.median:.4f}", str(r.resources.registers if r.resources else "-"),
-                    _fmt_params(r.params))
+        out.add_row(str(n), f"{r['gflops']:,.0f}", f"{r['t_median_ms']:.4f}", str(r.get("registers") or "-"),
+                    _fmt_params(r["params"]))
     console.print(out)
     statuses: dict[str, int] = {}
-    for r in results:
-        statuses[r.status] = statuses.get(r.status, 0) + 1
-    console.print(f"statuses: {statuses}; stored run {run_id} in {db or DEFAULT_DB}")
-    top = best(results)
-    if top is not None:
-        console.print(f"best: {_fmt_params(top.params)} at {top.gflops:,.0f} GFLOP/s")
+    for r in summary.trials:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    rate = summary.compiled / summary.compile_seconds if summary.compile_seconds else 0.0
+    console.print(f"kept {len(report.kept)} points; ran {len(summary.trials)} ({statuses}); skipped "
+                  f"{summary.skipped} already recorded; compiled {summary.compiled} in "
+                  f"{summary.compile_seconds:.1f} s ({rate:.1f}/s); {summary.restarts} worker restarts; "
+                  f"wall {summary.wall_seconds:.1f} s; stored run {run_id} in {db or DEFAULT_DB}")
+    default = spec.defaults
+    best = summary.best
+    if best is not None:
+        console.print(f"best: {_fmt_params(best['params'])} at {best['gflops']:,.0f} GFLOP/s"
+                      + ("" if best["params"] != default else " (the defaults)"))
+    if plot:
+        from .tune.plots import tune_plots
+
+        rows = store.results(run_id=run_id)
+        for path in tune_plots(rows, Path(db or DEFAULT_DB).parent / "plots", impl, problem.shape):
+            console.print(f"plot: {path}")
+
+
+def _device_count() -> int:
+    from cuda.bindings import driver
+
+    err, count = driver.cuDeviceGetCount()
+    return count
 
 
 # Commands that live with their subsystem register themselves on `app` when imported.

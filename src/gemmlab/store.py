@@ -195,6 +195,11 @@ class ResultStore:
             out.append(d)
         return out
 
+    def query(self, sql: str, args: Iterable[Any] = ()) -> list[dict]:
+        """Rows of a read-only SQL query as dicts (JSON columns left as text)."""
+        with self._lock:
+            return [dict(r) for r in self._db.execute(sql, tuple(args)).fetchall()]
+
     def runs(self) -> list[dict]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM runs ORDER BY id").fetchall()

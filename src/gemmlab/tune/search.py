@@ -1,18 +1,100 @@
-"""Search strategies: which points of the kept space to try, in which order."""
+"""Search strategies behind one small interface: ask() for the next point (None when
+done), tell() what it measured. A new strategy is a new class here."""
 from __future__ import annotations
 
+import importlib.util
 import random
 from typing import Sequence
 
-
-def exhaustive(points: Sequence[dict], budget: int | None = None, seed: int = 0) -> list[dict]:
-    return list(points)[: budget or None]
+from ..errors import BadArgumentError
 
 
-def random_sample(points: Sequence[dict], budget: int | None = None, seed: int = 0) -> list[dict]:
-    points = list(points)
-    random.Random(seed).shuffle(points)
-    return points[: budget or None]
+class Strategy:
+    """Fixed order over the kept points: the base for exhaustive and random."""
+
+    static = True  # the whole list is known up front (so it can be compiled up front)
+
+    def __init__(self, points: Sequence[dict], axes: dict[str, tuple[int, ...]], budget: int | None = None,
+                 seed: int = 0):
+        self.points = self.order(list(points), seed)[: budget or None]
+        self._next = 0
+
+    def order(self, points: list[dict], seed: int) -> list[dict]:
+        return points
+
+    def ask(self) -> dict | None:
+        if self._next >= len(self.points):
+            return None
+        self._next += 1
+        return self.points[self._next - 1]
+
+    def tell(self, point: dict, gflops: float | None) -> None:
+        pass
 
 
-STRATEGIES = {"exhaustive": exhaustive, "random": random_sample}
+class Exhaustive(Strategy):
+    pass
+
+
+class RandomSample(Strategy):
+    def order(self, points: list[dict], seed: int) -> list[dict]:
+        random.Random(seed).shuffle(points)
+        return points
+
+
+class Bayes(Strategy):
+    """Optuna's TPE over the parameters as categorical choices; proposals that break a
+    constraint are told as failures and never run (they do not use the budget)."""
+
+    static = False
+
+    def __init__(self, points, axes, budget=None, seed=0):
+        if importlib.util.find_spec("optuna") is None:
+            raise BadArgumentError("--strategy bayes needs Optuna: pip install optuna")
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._valid = {tuple(sorted(p.items())) for p in points}
+        self._budget = min(budget or len(points), len(points))
+        self._asked = 0
+        self._seen: set = set()
+        self._dist = {n: optuna.distributions.CategoricalDistribution(list(v)) for n, v in axes.items()}
+        self._study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+        self._trials: dict = {}
+
+    def ask(self) -> dict | None:
+        if self._asked >= self._budget:
+            return None
+        for _ in range(200):
+            trial = self._study.ask(self._dist)
+            point = dict(trial.params)
+            key = tuple(sorted(point.items()))
+            if key in self._valid and key not in self._seen:
+                self._seen.add(key)
+                self._trials[key] = trial
+                self._asked += 1
+                return point
+            self._study.tell(trial, state=__import__("optuna").trial.TrialState.FAIL)
+        remaining = [dict(k) for k in self._valid - self._seen]  # the sampler keeps repeating itself
+        if not remaining:
+            return None
+        point = remaining[0]
+        self._seen.add(tuple(sorted(point.items())))
+        self._asked += 1
+        return point
+
+    def tell(self, point: dict, gflops: float | None) -> None:
+        trial = self._trials.pop(tuple(sorted(point.items())), None)
+        if trial is not None:
+            self._study.tell(trial, gflops or 0.0)
+
+
+STRATEGIES = {"exhaustive": Exhaustive, "random": RandomSample, "bayes": Bayes}
+
+
+def exhaustive(points, budget=None, seed=0):
+    return Exhaustive(points, {}, budget, seed).points
+
+
+def random_sample(points, budget=None, seed=0):
+    return RandomSample(points, {}, budget, seed).points

@@ -1,49 +1,117 @@
-"""The sweep: compile every kept point in parallel, then verify and time each on the GPU.
-
-Every trial becomes a results row (kind 'tune'), including compile failures and spills,
-so a sweep's database says what was tried and why each point was dropped.
-"""
+"""The sweep: choose points (a strategy), compile them in parallel, run each in a worker
+process (verify, then time), record every trial - failures and spills included - and
+keep going whatever one candidate does."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
-from ..bench import BenchOptions, PointResult, run_point
 from ..problem import GemmProblem
 from ..registry import KernelSpec
 from .compile_pool import compile_all
+from .history import canonical, tried_points
+from .search import Strategy
+from .worker import DEFAULT_TASK, WorkerPool
 
 
 @dataclass
 class TuneOptions:
     warmup: int = 2
     repeat: int = 10
-    jobs: int | None = None
     min_time_ms: float = 20.0
+    jobs: int | None = None  # NVRTC processes
+    devices: list[int | None] = field(default_factory=lambda: [None])
+    timeout_s: float = 120.0  # per candidate, in its worker
+    time_limit_s: float | None = None  # stop starting candidates after this
+    resume: bool = False
+    task_path: str = DEFAULT_TASK
 
 
-def tune(spec: KernelSpec, problem: GemmProblem, points: list[dict], options: TuneOptions,
-         on_result: Callable[[PointResult], None] | None = None) -> list[PointResult]:
-    from ..cuda.device import device, info
+@dataclass
+class TuneSummary:
+    trials: list[dict] = field(default_factory=list)  # every recorded row
+    skipped: int = 0  # already in the database (--resume)
+    compiled: int = 0
+    compile_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    restarts: int = 0
 
-    dev = device()
-    outcomes = compile_all(spec.name, points, info().arch, options.jobs)
-    stream = dev.create_stream()
-    results = []
-    for outcome in outcomes:
-        if outcome.error:
-            result = PointResult(spec.name, "kernel", problem, "ERROR", params=outcome.params, reason=outcome.error,
-                                 resources=outcome.resources)
-        else:
-            bench_options = BenchOptions(warmup=options.warmup, repeat=options.repeat, check=True,
-                                         min_time_ms=options.min_time_ms, params={spec.name: outcome.params})
-            result = run_point(spec, problem, stream, bench_options)
-        results.append(result)
+    @property
+    def best(self) -> dict | None:
+        timed = [t for t in self.trials if t.get("status") == "PASS" and t.get("gflops")]
+        return max(timed, key=lambda t: t["gflops"]) if timed else None
+
+
+def _row(spec: KernelSpec, problem: GemmProblem, params: dict, result: dict) -> dict:
+    """A complete results row, also for a candidate whose worker died before answering."""
+    row = {k: v for k, v in result.items() if k != "fatal"}
+    row.update(op=spec.op, impl=spec.name, impl_kind="kernel", params=params, M=problem.M, N=problem.N,
+               K=problem.K, alpha=problem.alpha, beta=problem.beta)
+    row.setdefault("status", "ERROR")
+    return row
+
+
+def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: TuneOptions, arch: str,
+         store: Any = None, run_id: int | None = None, gpu: str | None = None,
+         on_result: Callable[[dict], None] | None = None) -> TuneSummary:
+    summary = TuneSummary()
+    start = time.perf_counter()
+    deadline = start + options.time_limit_s if options.time_limit_s else None
+    done = tried_points(store, gpu, spec.name, problem) if (options.resume and store is not None) else set()
+
+    def record(row: dict) -> None:
+        summary.trials.append(row)
+        if store is not None:
+            store.add_result(run_id, **row)
         if on_result:
-            on_result(result)
-    return results
+            on_result(row)
 
+    failed_compile: dict[str, dict] = {}
+    extra: dict[str, dict] = {}
+    if strategy.static:  # compile everything up front, in parallel, skipping what is recorded
+        todo = [p for p in strategy.points if canonical(p) not in done]
+        t0 = time.perf_counter()
+        for outcome in compile_all(spec.name, todo, arch, options.jobs):
+            key = canonical(outcome.params)
+            extra[key] = {"compile_seconds": outcome.seconds}
+            if outcome.error:
+                failed_compile[key] = outcome.__dict__
+            else:
+                summary.compiled += 1
+        summary.compile_seconds = time.perf_counter() - t0
 
-def best(results: list[PointResult]) -> PointResult | None:
-    timed = [r for r in results if r.status == "PASS" and r.gflops]
-    return max(timed, key=lambda r: r.gflops) if timed else None
+    def tasks():
+        while deadline is None or time.perf_counter() < deadline:
+            point = strategy.ask()
+            if point is None:
+                return
+            key = canonical(point)
+            if key in done:
+                summary.skipped += 1
+                continue
+            if key in failed_compile:
+                outcome = failed_compile[key]
+                r = outcome["resources"]
+                record(_row(spec, problem, point, {
+                    "status": "ERROR", "reason": outcome["error"],
+                    "registers": r.registers if r else None, "spill_stores": r.spill_stores if r else None,
+                    "extra": extra.get(key)}))
+                strategy.tell(point, None)
+                continue
+            yield {"impl": spec.name, "params": point, "M": problem.M, "N": problem.N, "K": problem.K,
+                   "alpha": problem.alpha, "beta": problem.beta, "warmup": options.warmup,
+                   "repeat": options.repeat, "min_time_ms": options.min_time_ms}
+
+    def finished(task: dict, result: dict) -> None:
+        row = _row(spec, problem, task["params"], result)
+        if canonical(task["params"]) in extra:
+            row["extra"] = {**(row.get("extra") or {}), **extra[canonical(task["params"])]}
+        record(row)
+        strategy.tell(task["params"], row.get("gflops") if row["status"] == "PASS" else None)
+
+    pool = WorkerPool(devices=options.devices, task_path=options.task_path, timeout_s=options.timeout_s)
+    pool.run(tasks(), finished)
+    summary.restarts = pool.restarts
+    summary.wall_seconds = time.perf_counter() - start
+    return summary
