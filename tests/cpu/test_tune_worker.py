@@ -118,3 +118,39 @@ def test_heatmap_axes_carry_the_parameter_values(tmp_path):
     finally:
         plt.Figure.savefig = real_savefig
     assert captured == {"x": ["64", "128"], "y": ["32", "256"]}
+
+
+def test_bayes_strategy_proposes_only_kept_points_and_learns():
+    pytest.importorskip("optuna", reason="optuna is optional (pip install optuna)")
+    from gemmlab.tune.search import Bayes
+    from gemmlab.tune.space import axes, enumerate_space
+
+    spec = registry.get("blocktiling_2d")
+    report = enumerate_space(spec)
+    strategy = Bayes(report.kept, axes(spec), budget=12, seed=3)
+    kept = [tuple(sorted(p.items())) for p in report.kept]
+    asked = []
+    while (point := strategy.ask()) is not None:
+        assert tuple(sorted(point.items())) in kept, "a proposal broke a constraint"
+        asked.append(point)
+        strategy.tell(point, float(point["BM"] * point["BN"]))
+    assert len(asked) == 12 and len({tuple(sorted(p.items())) for p in asked}) == 12
+
+
+def test_dry_run_reports_the_space(capsys):
+    from gemmlab.cli import main
+
+    assert main(["tune", "--impl", "blocktiling_1d", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "blocktiling_1d: 108 points, 63 kept" in out  # 3 BM x 3 BN x 4 BK x 3 TM
+    assert "threads must split the A tile" in out
+
+
+def test_bad_tune_input_is_one_line(capsys):
+    from gemmlab.cli import main
+
+    assert main(["tune", "--impl", "cublas"]) == 2
+    assert main(["tune", "--impl", "naive", "--strategy", "nope"]) == 2
+    assert main(["tune", "--impl", "naive", "--devices", "a,b"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 3 and "Traceback" not in err
