@@ -1,0 +1,27 @@
+"""The command line on a GPU: a small bench end to end, and running out of memory."""
+import sqlite3
+
+from gemmlab.cli import main
+
+
+def test_bench_end_to_end(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    md = tmp_path / "t.md"
+    code = main(["bench", "--impl", "naive,vectorize,cublas", "--sizes", "96,130x70x33", "--db", str(db),
+                 "--markdown", str(md), "--csv", str(tmp_path / "r.csv")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "share of cublas" in out and "130x70x33" in out
+    rows = sqlite3.connect(db).execute("SELECT impl, status, gflops, t_median_ms, count FROM results").fetchall()
+    assert len(rows) == 6 and all(r[1] == "PASS" and r[2] > 0 and r[3] > 0 and r[4] >= 10 for r in rows)
+    assert (tmp_path / "r.csv").read_text().count("\n") == 7
+    assert "| vectorize |" in md.read_text()
+
+
+def test_out_of_memory_is_one_line_and_keeps_rows(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    code = main(["bench", "--impl", "naive", "--sizes", "64,300000x300000x4", "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == 2 and "out of GPU memory" in err and len(err.strip().splitlines()) == 1
+    statuses = sqlite3.connect(db).execute("SELECT status FROM results").fetchall()
+    assert statuses == [("PASS",)], "the point measured before the failure is kept"
