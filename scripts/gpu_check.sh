@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # One command on a GPU machine: the test suite (CPU + GPU tests, compute-sanitizer memcheck
-# and racecheck inside it), then the default benchmark against cuBLAS, logs in one folder.
+# and racecheck inside it), then the default SGEMM benchmark against cuBLAS and the
+# reduction benchmark against CUB, logs in one folder (six files, so that a lent machine's
+# eight-file limit on returned output is respected).
 #   scripts/gpu_check.sh [OUTDIR]          (default ./gpu-check)
-# Extra arguments after OUTDIR go to `gemmlab bench` (e.g. --sizes 1024,4096).
+# Extra arguments after OUTDIR go to the SGEMM `gemmlab bench` (e.g. --sizes 1024,4096).
 # Runs from the source tree (PYTHONPATH=src), as the GPU machines have no package index.
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-./gpu-check}" && cd "${1:-./gpu-check}" && pwd)
 shift || true
+work=$(mktemp -d)
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-export GEMMLAB_SANITIZER_LOGS="$out"
+export GEMMLAB_SANITIZER_LOGS="$work/sanitizer"
 py=${PYTHON:-python3}
 status=0
 
@@ -18,9 +21,19 @@ status=0
 echo "== tests" | tee -a "$out/summary.txt"
 (cd "$root" && "$py" -m pytest tests -q -rs -p no:cacheprovider 2>&1) | tee "$out/pytest.log" || status=1
 tail -n 1 "$out/pytest.log" >> "$out/summary.txt"
+for f in "$work"/sanitizer/*.log; do
+    [ -e "$f" ] || continue
+    { echo "=== $(basename "$f")"; cat "$f"; } >> "$out/sanitizer.log"
+    echo "$(basename "$f"): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -n 1)" >> "$out/summary.txt"
+done
 
-echo "== benchmark" | tee -a "$out/summary.txt"
-(cd "$out" && "$py" -m gemmlab.cli bench --db "$out/results/results.db" --markdown "$out/bench.md" "$@" 2>&1) | tee "$out/bench.log" || status=1
+echo "== benchmarks" | tee -a "$out/summary.txt"
+(cd "$work" && "$py" -m gemmlab.cli bench --db "$out/results.db" --markdown "$work/sgemm.md" "$@" 2>&1) \
+    | tee "$out/bench.log" || status=1
+(cd "$work" && "$py" -m gemmlab.cli bench --op reduce --impl all --n 1024,65536,1048576,16777216,268435456 \
+    --db "$out/results.db" --markdown "$work/reduce.md" 2>&1) | tee -a "$out/bench.log" || status=1
+cat "$work"/sgemm.md "$work"/reduce.md > "$out/bench.md" 2>/dev/null
+rm -f "$out"/bench_*.txt  # the timestamped batch files repeat bench.log
 
 echo "gpu_check: exit $status, logs in $out" | tee -a "$out/summary.txt"
 exit $status

@@ -2,6 +2,7 @@
 
     import gemmlab
     C = gemmlab.sgemm(A, B)                  # CuPy arrays or torch tensors, float32
+    s = gemmlab.reduce_sum(x)                # the fp32 sum of a 1-D CUDA array
     gemmlab.list_kernels()                   # the ladder
 """
 from __future__ import annotations
@@ -10,6 +11,7 @@ from .api import sgemm
 from .errors import (BadArgumentError, CompileError, ConstraintError, GemmlabError, LaunchError, NoGPUError,
                      OutOfMemoryError, UnknownKernelError, VerificationError)
 from .problem import GemmProblem
+from .reduce.api import reduce_sum
 
 __version__ = "0.1.0"
 
@@ -21,5 +23,5 @@ def list_kernels(op: str | None = "sgemm") -> list[str]:
     return [impl.name for impl in all_impls(op)]
 
 
-__all__ = ["sgemm", "list_kernels", "GemmProblem", "GemmlabError", "BadArgumentError", "UnknownKernelError",
+__all__ = ["sgemm", "reduce_sum", "list_kernels", "GemmProblem", "GemmlabError", "BadArgumentError", "UnknownKernelError",
            "ConstraintError", "NoGPUError", "CompileError", "OutOfMemoryError", "LaunchError", "VerificationError"]

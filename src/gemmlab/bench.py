@@ -59,18 +59,24 @@ class PointResult:
         row = dict(op="sgemm", impl=self.impl, impl_kind=self.impl_kind, params=self.params, M=p.M, N=p.N, K=p.K,
                    alpha=p.alpha, beta=p.beta, dtype=p.dtype, status=self.status, reason=self.reason,
                    seed=self.seed, gflops=self.gflops, gbps=self.gbps)
-        if self.verdict is not None:
-            row.update(rel_err=self.verdict.rel_err, tol=self.verdict.tol)
-        if self.stats is not None:
-            row.update(self.stats.as_fields())
-        row.update(self.clocks)
-        if self.resources is not None:
-            row.update(registers=self.resources.registers, spill_stores=self.resources.spill_stores,
-                       smem_static=self.resources.smem_static)
-        return row
+        return {**row, **measured_fields(self.verdict, self.stats, self.clocks, self.resources)}
 
 
-def _sync(stream) -> None:
+def measured_fields(verdict, stats, clocks: dict, resources) -> dict:
+    """The row fields every op records the same way: verdict, timing, clocks, resources."""
+    row: dict = {}
+    if verdict is not None:
+        row.update(rel_err=verdict.rel_err, tol=verdict.tol)
+    if stats is not None:
+        row.update(stats.as_fields())
+    row.update(clocks)
+    if resources is not None:
+        row.update(registers=resources.registers, spill_stores=resources.spill_stores,
+                   smem_static=resources.smem_static)
+    return row
+
+
+def sync_or_raise(stream) -> None:
     try:
         stream.sync()
     except Exception as exc:  # an illegal address or a failed launch surfaces here
@@ -93,7 +99,7 @@ def verify_runner(runner: GemmRunner, problem: GemmProblem, stream, seed: int | 
     except cp.cuda.memory.OutOfMemoryError:
         raise OutOfMemoryError(f"out of GPU memory for {problem.shape}") from None
     runner.enqueue(problem, A, B, C, stream)
-    _sync(stream)
+    sync_or_raise(stream)
     return compare(C, A, B, C0, problem.alpha, problem.beta), seed
 
 

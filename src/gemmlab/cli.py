@@ -27,7 +27,7 @@ console = Console(width=None if sys.stdout.isatty() else 200)
 DEFAULT_SIZES = "256,512,1024,2048,4096"
 
 
-def _fmt_params(values: dict) -> str:
+def fmt_params(values: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in values.items()) or "-"
 
 
@@ -66,7 +66,7 @@ def _problems(M: Optional[int], N: Optional[int], K: Optional[int], sizes: Optio
     return [GemmProblem(m, n, k, alpha, beta) for m, n, k in shapes]
 
 
-def _params_for(impls: list, params: Optional[str]) -> dict[str, dict[str, int]]:
+def params_for(impls: list, params: Optional[str]) -> dict[str, dict[str, int]]:
     values = parse_params(params)
     if not values:
         return {}
@@ -93,7 +93,7 @@ def _tuned_params(store, gpu, impls, problems, chosen) -> dict:
     return tuned
 
 
-def _progress() -> Progress:
+def progress_bar() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True)
 
@@ -106,7 +106,7 @@ def list_cmd(op: str = typer.Option("sgemm", help="which ladder: sgemm | reduce"
         table.add_column(col, overflow="fold")
     for impl in registry.all_impls(op):
         rung = str(impl.rung) if impl.rung is not None else (f"= {impl.same_as}" if impl.same_as else impl.kind)
-        table.add_row(impl.name, rung, impl.title, impl.idea, _fmt_params(impl.defaults))
+        table.add_row(impl.name, rung, impl.title, impl.idea, fmt_params(impl.defaults))
     console.print(table)
 
 
@@ -125,6 +125,7 @@ def env() -> None:
 
 @app.command("compile")
 def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
+                op: str = typer.Option("sgemm", help="sgemm | reduce"),
                 arch: Optional[str] = typer.Option(None, help="e.g. sm_80, sm_90 (default: the GPU's)"),
                 params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
     """Compile kernels with NVRTC (no GPU needed with --arch) and print their resources."""
@@ -136,8 +137,10 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
         arch = info().arch
     if not arch.startswith("sm_"):
         raise BadArgumentError(f"--arch {arch!r} must look like sm_90")
-    impls = [i for i in registry.select(impl, with_baselines=False)]
-    chosen = _params_for(impls, params)
+    if op not in ("sgemm", "reduce"):
+        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce")
+    impls = registry.select(impl, op=op, with_baselines=False)
+    chosen = params_for(impls, params)
     table = Table(title=f"compile report ({arch})")
     for col in ("kernel", "parameters", "regs", "smem B", "stack B", "spill st", "spill ld", "time s", "cached"):
         table.add_column(col, justify="right" if col not in ("kernel", "parameters") else "left", overflow="fold")
@@ -152,7 +155,7 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
             table.add_row(spec.name, "FAILED", *["-"] * 7)
             continue
         r = ck.resources
-        table.add_row(spec.name, _fmt_params(ck.params), str(r.registers), str(r.smem_static),
+        table.add_row(spec.name, fmt_params(ck.params), str(r.registers), str(r.smem_static),
                       str(r.stack_frame), str(r.spill_stores), str(r.spill_loads), f"{ck.compile_seconds:.2f}",
                       "yes" if ck.cached else "no")
     console.print(table)
@@ -179,14 +182,14 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
     from .verify import sweep_problems
 
     impls = registry.select(impl)
-    chosen = _params_for(impls, params)
+    chosen = params_for(impls, params)
     problems = _problems(M, N, K, None, alpha, beta, None) if M or N or K else sweep_problems()
     if M or N or K:  # one shape: check both the beta == 0 (poisoned) and the given scalars
         problems = [GemmProblem(p.M, p.N, p.K, 1.0, 0.0) for p in problems] + problems
     table = Table(title="verification against fp64")
     for col in ("impl", "shape", "alpha", "beta", "result", "rel err", "tol", "detail"):
         table.add_column(col)
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("verifying", total=len(impls) * len(problems))
 
         def show(r):
@@ -239,7 +242,7 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
     from .tables import bench_tables, clock_warnings, failures_table, to_markdown
 
     impls = registry.select(impl)
-    chosen = _params_for(impls, params)
+    chosen = params_for(impls, params)
     problems = _problems(M, N, K, sizes, alpha, beta, DEFAULT_SIZES)
     impls = [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
     device()  # fail early, with one line, when there is no GPU
@@ -250,7 +253,7 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
     gpu = (run_env.get("gpu") or {}).get("name")
     tuned = {} if default_params else _tuned_params(store, gpu, impls, problems, chosen)
     options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check, params=chosen, tuned=tuned)
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("benchmarking", total=len(impls) * len(problems))
 
         def record(r):
@@ -347,7 +350,7 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
     problem = GemmProblem(M, N, K)
     options = TuneOptions(jobs=jobs, devices=device_list if len(device_list) > 1 else [None],
                           timeout_s=timeout, time_limit_s=time_limit, resume=resume)
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("tuning", total=budget or len(report.kept))
         summary = run_tune(spec, problem, chosen, options, info().arch, store, run_id, gpu,
                            on_result=lambda row: progress.advance(task))
@@ -358,7 +361,7 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
         out.add_column(col)
     for n, r in enumerate(ranked[:15], 1):
         out.add_row(str(n), f"{r['gflops']:,.0f}", f"{r['t_median_ms']:.4f}", str(r.get("registers") or "-"),
-                    _fmt_params(r["params"]))
+                    fmt_params(r["params"]))
     console.print(out)
     statuses: dict[str, int] = {}
     for r in summary.trials:
@@ -371,7 +374,7 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
     default = spec.defaults
     best = summary.best
     if best is not None:
-        console.print(f"best: {_fmt_params(best['params'])} at {best['gflops']:,.0f} GFLOP/s"
+        console.print(f"best: {fmt_params(best['params'])} at {best['gflops']:,.0f} GFLOP/s"
                       + ("" if best["params"] != default else " (the defaults)"))
     if plot:
         from .tune.plots import tune_plots

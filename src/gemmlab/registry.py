@@ -158,15 +158,18 @@ class KernelSpec:
                        rung=None, same_as=self.name)
 
 
-_REGISTRY: dict[str, Any] = {}
+# Keyed by (op, name): one name may exist once per op (the sgemm and the reduce baseline
+# are both called "torch"); get() without an op means the sgemm one where both exist.
+_REGISTRY: dict[tuple[str, str], Any] = {}
 _loaded = False
 
 
 def register(*impls: Any) -> None:
     for impl in impls:
-        if impl.name in _REGISTRY:
-            raise ValueError(f"duplicate implementation name {impl.name!r}")
-        _REGISTRY[impl.name] = impl
+        key = (impl.op, impl.name)
+        if key in _REGISTRY:
+            raise ValueError(f"duplicate implementation name {impl.name!r} for op {impl.op!r}")
+        _REGISTRY[key] = impl
 
 
 def _load() -> None:
@@ -185,12 +188,12 @@ def all_impls(op: str | None = None) -> list[Any]:
     """Kernels in ladder order (rungs first, then variants), then baselines."""
     _load()
     impls = [i for i in _REGISTRY.values() if op is None or i.op == op]
-    position = {name: n for n, name in enumerate(_REGISTRY)}
+    position = {key: n for n, key in enumerate(_REGISTRY)}
 
     def order(i: Any) -> tuple:  # rungs by number, then variants and baselines as registered
         if i.kind == "baseline":
-            return (2, 0, position[i.name])
-        return (0, i.rung, 0) if i.rung is not None else (1, 0, position[i.name])
+            return (2, 0, position[(i.op, i.name)])
+        return (0, i.rung, 0) if i.rung is not None else (1, 0, position[(i.op, i.name)])
 
     return sorted(impls, key=order)
 
@@ -206,13 +209,17 @@ def kernels(op: str | None = None) -> list[KernelSpec]:
     return [i for i in all_impls(op) if i.kind == "kernel"]
 
 
-def get(name: str) -> Any:
+def get(name: str, op: str | None = None) -> Any:
+    """The implementation called `name`: of `op` when given and there, else sgemm's, else any."""
     _load()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
-        raise UnknownKernelError(f"unknown kernel {name!r}; known: {known}") from None
+    for key in ((op, name), ("sgemm", name)):
+        if key in _REGISTRY:
+            return _REGISTRY[key]
+    for (_, known_name), impl in _REGISTRY.items():
+        if known_name == name:
+            return impl
+    known = ", ".join(sorted({n for _, n in _REGISTRY}))
+    raise UnknownKernelError(f"unknown kernel {name!r}; known: {known}")
 
 
 def select(names: str, op: str = "sgemm", with_baselines: bool = True) -> list[Any]:
@@ -226,7 +233,7 @@ def select(names: str, op: str = "sgemm", with_baselines: bool = True) -> list[A
     for name in (n.strip() for n in text.split(",")):
         if not name:
             raise BadArgumentError(f"--impl {names!r} has an empty name")
-        impl = get(name)
+        impl = get(name, op)
         if impl.op != op:
             raise BadArgumentError(f"{name} is a {impl.op} implementation, not {op}")
         picked.append(impl)

@@ -1,4 +1,5 @@
-"""compute-sanitizer memcheck (and racecheck for shared-memory hazards) over every kernel."""
+"""compute-sanitizer memcheck and racecheck (shared-memory hazards) over every kernel of
+every op: each script runs all its kernels once on awkward sizes and checks the results."""
 import os
 import shutil
 import subprocess
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "sanitize_kernels.py"
+# script, name for the log, the least number of PASS lines it must print
+SCRIPTS = [("sanitize_kernels.py", "sgemm", 3 * 20), ("sanitize_reduce.py", "reduce", 9 * 7)]
 
 
 def _sanitizer() -> str:
@@ -18,17 +20,19 @@ def _sanitizer() -> str:
     return path
 
 
+@pytest.mark.parametrize("script,name,least", SCRIPTS, ids=[s[1] for s in SCRIPTS])
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
-def test_sanitizer_clean(tool, tmp_path):
+def test_sanitizer_clean(tool, script, name, least, tmp_path):
     log_dir = Path(os.environ.get("GEMMLAB_SANITIZER_LOGS", tmp_path))
     log_dir.mkdir(parents=True, exist_ok=True)
-    log = log_dir / f"sanitizer-{tool}.log"
+    log = log_dir / f"sanitizer-{name}-{tool}.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     cmd = [_sanitizer(), "--tool", tool, "--error-exitcode", "99", "--log-file", str(log),
-           sys.executable, str(SCRIPT)]
+           sys.executable, str(ROOT / "scripts" / script)]
     if tool == "racecheck":
         cmd[3:3] = ["--racecheck-report", "all"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1500)
     text = log.read_text() if log.exists() else ""
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}\n{text[-4000:]}"
     assert "ERROR SUMMARY: 0 errors" in text or "RACECHECK SUMMARY: 0 hazards" in text, text[-3000:]
+    assert proc.stdout.count("PASS") >= least, proc.stdout[-2000:]

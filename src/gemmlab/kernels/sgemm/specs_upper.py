@@ -7,8 +7,7 @@ mirror the kernels' static_asserts.
 """
 from __future__ import annotations
 
-from ...problem import GemmProblem
-from ...registry import Constraint, KernelSpec, Launch, Param, register
+from ...registry import Constraint, KernelSpec, Param, register
 from .specs import VECTORIZE, _splits_tiles, _threads_2d, _tile_geometry
 
 
