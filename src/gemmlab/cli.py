@@ -437,4 +437,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, not this __main__ copy: extension commands register
+    # themselves on gemmlab.cli.app, which `python -m gemmlab.cli` would otherwise not use.
+    from gemmlab.cli import main as _main
+
+    sys.exit(_main())

@@ -1,0 +1,133 @@
+"""What a report is made of, read from the results database alone (no GPU, nothing written).
+
+The database is opened read-only. Tables that an older file lacks (profiles, analyses,
+bandwidth) read as empty.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..profile import rows as prow
+
+# FP32 lanes per SM (one FFMA each per clock), by compute capability.
+FP32_LANES = {"sm_80": 64, "sm_86": 128, "sm_87": 128, "sm_89": 128, "sm_90": 128, "sm_90a": 128, "sm_100": 128,
+              "sm_120": 128}
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that only ever SELECTs. It is opened read-write when it may be (mode=rw
+    never creates a file): the results files are in WAL mode, and only a read-write
+    connection removes the -wal/-shm files it opened when it closes, so a report leaves no
+    files beside the database; a read-only file falls back to mode=ro, then immutable."""
+    uri = Path(path).resolve().as_uri()
+    for mode in ("mode=rw", "mode=ro", "immutable=1"):
+        try:
+            db = sqlite3.connect(f"{uri}?{mode}", uri=True)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            break
+        except sqlite3.OperationalError:
+            continue
+    else:
+        raise sqlite3.OperationalError(f"cannot read {path}")
+    db.row_factory = sqlite3.Row
+    return db
+
+
+@dataclass
+class Run:
+    id: int
+    started: str
+    kind: str
+    command: str
+    env: dict
+    git_rev: str | None
+    gpu: str | None
+
+    @property
+    def label(self) -> str:
+        return f"run {self.id} ({self.kind}, {self.started[:19].replace('T', ' ')})"
+
+
+@dataclass
+class ReportData:
+    path: Path
+    runs: dict[int, Run]
+    results: list[dict]  # results rows (bench, tune, ...), params/extra decoded
+    profiles: list[dict]
+    analyses: list[dict]
+    bandwidth: list[dict]
+    schema_version: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def runs_of(self, kind: str) -> list[Run]:
+        return [r for r in self.runs.values() if r.kind == kind]
+
+    def results_of(self, run_id: int, op: str | None = "sgemm") -> list[dict]:
+        return [r for r in self.results if r["run_id"] == run_id and (op is None or r.get("op") == op)]
+
+    def bench_runs(self, op: str = "sgemm") -> list[Run]:
+        return [run for run in self.runs_of("bench") if any(r.get("op") == op for r in self.results_of(run.id, None))]
+
+    def tune_runs(self) -> list[Run]:
+        return [run for run in self.runs_of("tune") if self.results_of(run.id)]
+
+    def profile_runs(self) -> list[Run]:
+        ids = sorted({p["run_id"] for p in self.profiles})
+        return [self.runs[i] for i in ids if i in self.runs]
+
+    def analysis_runs(self) -> list[Run]:
+        ids = sorted({a["run_id"] for a in self.analyses})
+        return [self.runs[i] for i in ids if i in self.runs]
+
+    def gpu_env(self, run_id: int | None = None) -> dict:
+        """The GPU fields of a run's environment (the latest run with a GPU when none is named)."""
+        candidates = [self.runs[run_id]] if run_id in self.runs else sorted(self.runs.values(), key=lambda r: -r.id)
+        for run in candidates:
+            gpu = (run.env or {}).get("gpu")
+            if isinstance(gpu, dict):
+                return gpu
+        return {}
+
+    def fp32_peak_gflops(self, run_id: int | None = None) -> tuple[float | None, str]:
+        """SMs x FP32 lanes x 2 x max SM clock; None when the environment lacks them."""
+        gpu = self.gpu_env(run_id)
+        sms, mhz, cc = gpu.get("sm_count"), gpu.get("max_sm_clock_mhz"), gpu.get("compute_capability")
+        lanes = FP32_LANES.get(cc or "")
+        if not (sms and mhz and lanes):
+            return None, "the run's environment lacks the SM count, clock or architecture"
+        peak = sms * lanes * 2 * mhz / 1e3
+        return peak, f"{sms} SMs x {lanes} lanes x 2 x {mhz / 1e3:.2f} GHz = {peak / 1e3:.1f} TFLOP/s"
+
+    def dram_gbps(self) -> tuple[float | None, str]:
+        if self.bandwidth:
+            b = self.bandwidth[-1]
+            return b["gbps"], f"{b['method']}, {b['gbps']:,.0f} GB/s (run {b['run_id']})"
+        return None, "no bandwidth measurement in the database (gemmlab profile records one)"
+
+
+def load(path: str | Path) -> ReportData:
+    path = Path(path)
+    db = open_readonly(path)
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        runs = {}
+        if prow.table_exists(db, "runs"):
+            for r in db.execute("SELECT * FROM runs ORDER BY id"):
+                env = json.loads(r["env"]) if r["env"] else {}
+                runs[r["id"]] = Run(r["id"], r["started"], r["kind"], r["command"] or "", env or {}, r["git_rev"],
+                                    r["gpu"])
+        results = []
+        if prow.table_exists(db, "results"):
+            for r in db.execute("SELECT * FROM results ORDER BY id"):
+                d = dict(r)
+                for k in ("params", "extra"):
+                    if d.get(k):
+                        d[k] = json.loads(d[k])
+                results.append(d)
+        return ReportData(path, runs, results, prow.select(db, "profiles"), prow.select(db, "analyses"),
+                          prow.select(db, "bandwidth"), version)
+    finally:
+        db.close()

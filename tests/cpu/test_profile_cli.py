@@ -1,0 +1,127 @@
+"""`gemmlab profile` without ncu or without a GPU: one clear line; ncu's failures as one line;
+the ncu command line that picks exactly the wanted launch."""
+import importlib.util
+
+import pytest
+
+from gemmlab.cli import main
+from gemmlab.profile import ncu as N
+from gemmlab.profile.target import PREFIX, parse_target_line
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_no_ncu_is_one_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GEMMLAB_NCU", str(tmp_path / "no-such-ncu"))
+    code, out, err = run(capsys, "profile", "--impl", "naive,vectorize", "--db", str(tmp_path / "r.db"))
+    assert code == 2 and err.startswith("error: ncu (Nsight Compute) was not found")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
+    assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["profile", "--impl", "nope"], "unknown kernel 'nope'"),
+    (["profile", "--op", "gemv"], "--op 'gemv'"),
+    (["profile", "--impl", "naive", "--n", "1024"], "--n is for --op reduce"),
+    (["profile", "--impl", "naive,vectorize", "--params", "BM=64"], "exactly one kernel"),
+    (["profile", "--impl", "vectorize", "--params", "TM=3"], "TM must divide BM"),
+    (["analyze", "--impl", "cublas"], "names no kernel"),
+])
+def test_bad_input_is_one_line(capsys, args, needle):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("output,needle,fatal", [
+    ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
+     "on the target device 0.", "may not read the GPU's performance counters", True),
+    ("==ERROR== Failed to initialize the profiler: LibraryNotLoaded", "could not start its profiler", True),
+    ("==ERROR== Failed to find metric smsp__nope.sum", "does not know a metric", True),
+    ("==PROF== Disconnected from process 12\n==WARNING== No kernels were profiled.", "profiled no kernel", False),
+    ("==ERROR== The application returned an error code (1).", "ncu: The application returned an error code", False),
+])
+def test_diagnose_ncu_output(output, needle, fatal):
+    problem = N.diagnose(output)
+    assert problem is not None and needle in str(problem) and problem.fatal == fatal
+    assert "\n" not in str(problem)
+
+
+def test_clean_output_has_no_problem():
+    assert N.diagnose("==PROF== Connected to process 1\n==PROF== Profiling \"k\": 0%....100% - 9 passes\n") is None
+
+
+def test_command_picks_exactly_the_wanted_launch(tmp_path):
+    cmd = N.profile_command("ncu", ["python", "-m", "t"], tmp_path / "r.ncu-rep", kernels=["_Zk1"], skip=3, count=1)
+    assert cmd[:3] == ["ncu", "--clock-control", "none"]
+    assert cmd[cmd.index("--kernel-name-base") + 1] == "mangled" and cmd[cmd.index("--kernel-name") + 1] == "_Zk1"
+    assert cmd[cmd.index("--launch-skip") + 1] == "3" and cmd[cmd.index("--launch-count") + 1] == "1"
+    assert cmd[cmd.index("--") + 1:] == ["python", "-m", "t"]
+    metrics = cmd[cmd.index("--metrics") + 1].split(",")
+    assert metrics == N.metric_names() and len(set(metrics)) == len(metrics)
+    two = N.profile_command("ncu", ["t"], tmp_path / "r", kernels=["_Za", "_Zb"], skip=6, count=2)
+    assert two[two.index("--kernel-name") + 1] == "regex:^(_Za|_Zb)$"
+    lib = N.profile_command("ncu", ["t"], tmp_path / "r", kernels=None, skip=0, count=16, nvtx_range="gemmlab_profile")
+    assert "--kernel-name" not in lib and lib[lib.index("--nvtx-include") + 1] == "gemmlab_profile/"
+
+
+def test_numbers_as_ncu_prints_them():
+    assert N.to_number("1,048,576") == 1048576 and N.to_number("98.55") == 98.55 and N.to_number("n/a") is None
+    assert N.to_number("") is None and N.to_number("(256, 1, 1)") is None and N.to_number("-3.5") == -3.5
+
+
+def test_target_line():
+    out = "==PROF== Connected\nhello\n" + PREFIX + '{"impl": "naive", "verified": true}\n==PROF== Disconnected\n'
+    assert parse_target_line(out) == {"impl": "naive", "verified": True}
+    assert parse_target_line("nothing") is None
+
+
+def test_metric_table_covers_the_issue():
+    keys = set(N.METRIC_KEYS)
+    for needed in ("duration_us", "achieved_occupancy_pct", "theoretical_occupancy_pct", "warp_cycles_per_issue",
+                   "stall_mio_throttle", "stall_barrier", "stall_long_scoreboard", "stall_short_scoreboard",
+                   "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "dram_gbps",
+                   "l2_hit_rate_pct", "smem_conflicts_ld", "smem_conflicts_st", "registers", "smem_dynamic",
+                   "smem_static"):
+        assert needed in keys
+
+
+def test_plans_count_every_launch_of_one_call(tmp_path, monkeypatch):
+    """--launch-skip/--launch-count from the launches one call makes: split-K GEMMs launch two
+    kernels, multi-pass reductions launch one kernel once per pass."""
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    from gemmlab import registry
+    from gemmlab.problem import GemmProblem
+    from gemmlab.profile.profiler import plan_for, target_args
+
+    simple = plan_for(registry.get("vectorize"), GemmProblem(1024, 1024, 1024), {}, 3, "sm_90")
+    assert len(simple.kernels) == 1 and simple.skip == 3 and simple.count == 1
+    split = plan_for(registry.get("hopper_simt"), GemmProblem(1024, 1024, 1024), {}, 3, "sm_90")
+    assert len(split.kernels) == 2 and "splitk_reduce" in split.kernels[1]
+    assert split.skip == 6 and split.count == 2  # matches the captured ncu run (raw-hopper_simt.csv)
+    lib = plan_for(registry.get("cublas"), GemmProblem(64, 64, 64), {}, 3, "sm_90")
+    assert lib.kernels is None and lib.skip == 0
+    assert target_args(GemmProblem(8, 16, 32, 1.5, 0.0))[:6] == ["--M", "8", "--N", "16", "--K", "32"]
+
+    if importlib.util.find_spec("gemmlab.reduce") is None:
+        pytest.skip("gemmlab.reduce is not in this tree")
+    from gemmlab.reduce.problem import ReduceProblem
+    from gemmlab.reduce.runner import plan
+
+    spec = registry.select("interleaved", op="reduce")[0]
+    passes = len(plan(spec, spec.defaults, 1 << 20))
+    assert passes >= 2
+    p = plan_for(spec, ReduceProblem(1 << 20), {}, 3, "sm_90")
+    assert len(p.kernels) == 1 and p.count == passes and p.skip == 3 * passes
+    assert target_args(ReduceProblem(1000)) == ["--op", "reduce", "--n", "1000"]
+
+
+def test_reduce_without_gpu_is_one_line(capsys, monkeypatch, tmp_path):
+    if importlib.util.find_spec("gemmlab.reduce") is None:
+        pytest.skip("gemmlab.reduce is not in this tree")
+    monkeypatch.setenv("GEMMLAB_NCU", str(tmp_path / "no-such-ncu"))
+    code, out, err = run(capsys, "profile", "--op", "reduce", "--impl", "shuffle", "--n", "4096")
+    assert code == 2 and err.startswith("error: ncu (Nsight Compute) was not found")

@@ -1,0 +1,98 @@
+"""Real Nsight Compute output captured on an H200 (tests/fixtures/ncu, see capture.sh there):
+the metric names against `ncu --query-metrics`, the raw CSV parsed into numbers, and ncu's
+occupancy against gemmlab's calculator."""
+from pathlib import Path
+
+import pytest
+
+from gemmlab.profile import ncu as N
+from gemmlab.profile.occupancy import occupancy
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+# Not hardware counters: ncu computes them (launch statistics, the occupancy calculation),
+# so `--query-metrics` does not list them; they must come back as numbers in a real CSV.
+COMPUTED_BY_NCU = {"sm__maximum_warps_per_active_cycle_pct"}
+
+
+def raw(name: str) -> list[N.KernelResult]:
+    return N.parse_raw_csv((FIX / f"raw-{name}.csv").read_text())
+
+
+def test_fixture_is_from_hopper():
+    text = (FIX / "versions.txt").read_text()
+    assert "NVIDIA H200" in text and "Nsight Compute" in text
+    assert "GH100" in (FIX / "query-metrics.filtered.txt").read_text().splitlines()[0]
+
+
+def test_every_metric_name_is_known_to_ncu_on_hopper():
+    bases = N.parse_query_metrics((FIX / "query-metrics.filtered.txt").read_text())
+    full = N.parse_query_metrics((FIX / "query-metrics-suffix.filtered.txt").read_text())
+    sections = N.parse_raw_csv((FIX / "sections-vectorize.csv").read_text())[0]
+    for name in N.metric_names():
+        if name.startswith("launch__") or name in COMPUTED_BY_NCU:
+            assert sections.value(name) is not None, f"{name}: ncu computed no value"
+            continue
+        assert N.base_name(name) in bases, f"{name}: base metric not listed by ncu --query-metrics"
+        assert name in full, f"{name}: suffix not listed by ncu --query-metrics-mode suffix"
+
+
+def test_parse_one_launch_of_rung1():
+    (r,) = raw("naive")
+    assert r.kernel.startswith("void sgemm_naive<32>(int, int, int, float")
+    assert r.fields["Block Size"] == "(32, 32, 1)" and r.fields["Grid Size"] == "(32, 32, 1)" and r.fields["CC"] == "9.0"
+    h = r.headline()
+    assert h["duration_us"] == pytest.approx(4420.96)
+    assert h["registers"] == 32 and h["smem_static"] == 0 and h["smem_dynamic"] == 0
+    assert h["theoretical_occupancy_pct"] == 100 and 0 < h["achieved_occupancy_pct"] <= 100
+    assert all(isinstance(v, float) for v in h.values()), h
+    assert r.units["gpu__time_duration.sum"] == "ns" and r.units["dram__bytes.sum.per_second"] == "byte/s"
+    # numbers printed with thousands separators ("1,980,000") are read as numbers
+    assert r.value("sm__cycles_elapsed.avg.per_second") > 1e9
+    assert r.value("launch__grid_size") == 1024 and r.value("launch__block_size") == 1024
+
+
+def test_parse_split_k_gemm_as_two_kernels():
+    main, reduce = raw("hopper_simt")
+    assert "sgemm_hopper_simt<128, 256, 16" in main.kernel and reduce.kernel.startswith("sgemm_splitk_reduce(")
+    assert main.fields["Grid Size"] == "(32, 1, 4)"  # 32 tiles x 4 K-slices at 1024^3
+    assert main.headline()["smem_dynamic"] == 99328 and main.headline()["registers"] == 241
+    assert main.headline()["duration_us"] > reduce.headline()["duration_us"] > 0
+
+
+def test_parse_cublas_picked_by_nvtx():
+    (r,) = raw("cublas")
+    assert "gemmlab_profile" in next(v for k, v in r.fields.items() if "Push/Pop" in k)
+    assert r.kernel.startswith("sm80_xmma_gemm_f32f32") and "ffma" in r.kernel
+    assert r.headline()["registers"] == 224
+
+
+def test_rung6_has_vectorized_shared_loads_and_fewer_stalls_than_rung1():
+    (naive,), (vec,) = raw("naive"), raw("vectorize")
+    assert vec.headline()["duration_us"] * 10 < naive.headline()["duration_us"]
+    assert vec.headline()["warp_cycles_per_issue"] < naive.headline()["warp_cycles_per_issue"]
+    assert vec.headline()["smem_static"] == 8192
+
+
+def test_sections_csv_skips_the_log_lines_and_agrees_with_the_metrics_run():
+    text = (FIX / "sections-vectorize.csv").read_text()
+    assert text.startswith("==") and "GEMMLAB_TARGET" in text  # ncu's and the target's lines before the table
+    (s,) = N.parse_raw_csv(text)
+    (r,) = raw("vectorize")
+    for name in ("launch__registers_per_thread", "sm__maximum_warps_per_active_cycle_pct",
+                 "launch__shared_mem_per_block_static"):
+        assert s.value(name) == r.value(name)
+
+
+@pytest.mark.parametrize("name", ["naive", "vectorize", "hopper_simt", "cublas"])
+def test_calculator_agrees_with_ncu(name):
+    for r in raw(name):
+        m = r.metrics
+        o = occupancy("sm_90", int(m["launch__block_size"]), int(m["launch__registers_per_thread"]),
+                      int(m["launch__shared_mem_per_block_static"]), int(m["launch__shared_mem_per_block_dynamic"]))
+        assert 100 * o.occupancy == pytest.approx(m["sm__maximum_warps_per_active_cycle_pct"]), r.kernel
+        assert o.blocks_by["registers"] == m["launch__occupancy_limit_registers"]
+        assert o.blocks_by["threads"] == m["launch__occupancy_limit_warps"]
+        assert o.blocks_by["blocks per SM"] == m["launch__occupancy_limit_blocks"]
+        # shared memory: ncu counts against the carve-out the driver chose (no larger than the
+        # occupancy needs), gemmlab against the largest; never fewer blocks than ncu's
+        assert o.blocks_by["shared memory"] >= m["launch__occupancy_limit_shared_mem"]

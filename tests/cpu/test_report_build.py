@@ -1,0 +1,128 @@
+"""`gemmlab report` from fixture databases: tables, plots (PNG + SVG), Markdown and HTML, no GPU.
+
+tests/fixtures/h200-bench.db is the real benchmark database of docs/results (H200, bench only);
+tests/fixtures/report.db is the database of the run behind docs/report (bench, profile,
+analyze and tune rows from one GPU session).
+"""
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gemmlab.cli import main
+from gemmlab.report import data as rdata
+from gemmlab.report.render import write_report
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+BENCH_DB = FIX / "h200-bench.db"
+FULL_DB = FIX / "report.db"
+
+
+@pytest.fixture
+def bench_db(tmp_path):
+    path = tmp_path / "bench.db"
+    shutil.copy(BENCH_DB, path)
+    return path
+
+
+def _digest(path: Path) -> tuple:
+    db = sqlite3.connect(path)
+    try:
+        tables = sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+        return tuple(tables), db.execute("SELECT count(*) FROM results").fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_report_from_the_bench_database(bench_db, tmp_path, capsys):
+    before = _digest(bench_db)
+    out = tmp_path / "rep"
+    code = main(["report", "--db", str(bench_db), "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert _digest(bench_db) == before, "the report must not write to the database"
+    md = (out / "report.md").read_text()
+    # seed 002's three tables, with the numbers of docs/results/h200-default-bench.md
+    assert "**GFLOP/s (median, 2MNK / time)**" in md and "**Share of cublas (same run)**" in md
+    assert "| autotuned | 819 | 3,625 | 15,089 | 40,943 | 41,634 |" in md
+    assert "| vectorize | 17.4% | 13.9% | 27.1% | 64.2% | 61.2% |" in md
+    assert "| vectorize | 0.95x | 0.91x | 0.91x | 1.53x | 1.49x |" in md  # over blocktiling_2d
+    # the command behind the numbers, and the environment
+    assert "Command: `gemmlab bench --db /root/out/results/results.db --markdown /root/out/bench.md`" in md
+    assert "| GPU | NVIDIA H200 |" in md and "| driver | 580.159.04 |" in md
+    assert "66.9 TFLOP/s" in md  # FP32 peak from the run's SM count and clock
+    # plots: seed 002's two, the ladder bars, a roofline from counted bytes
+    for name in ("gflops_fp32", "rel_to_cublas_fp32", "ladder_4096x4096x4096", "roofline_4096x4096x4096"):
+        png, svg = out / "plots" / f"{name}.png", out / "plots" / f"{name}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000, name
+        assert "<svg" in svg.read_text()[:2000], name
+        assert f"](plots/{name}.png)" in md
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4 and html.count("<table>") >= 5
+    assert "No profile rows" in html  # what is missing is said, not hidden
+
+
+def test_report_with_analysis_rows_added_without_gpu(bench_db, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    assert main(["analyze", "--impl", "ladder", "--arch", "sm_90", "--db", str(bench_db)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "rep"
+    assert main(["report", "--db", str(bench_db), "--out", str(out), "--size", "2048"]) == 0
+    md = (out / "report.md").read_text()
+    assert "**Compile report and theoretical occupancy**" in md
+    row = next(line for line in md.splitlines() if line.startswith("| hopper_simt | sm_90 |"))
+    assert "| 12.5% | registers |" in row
+    assert (out / "plots" / "ladder_2048x2048x2048.png").exists()
+    assert f"Command: `gemmlab analyze --db {bench_db}`" in md  # options left at their defaults are not repeated
+
+
+def test_report_on_an_empty_database_says_what_is_missing(tmp_path):
+    from gemmlab.store import ResultStore
+
+    db = tmp_path / "empty.db"
+    ResultStore(db).close()
+    out = tmp_path / "rep"
+    write_report(db, out)
+    md = (out / "report.md").read_text()
+    assert "No SGEMM benchmark rows" in md and "No profile rows" in md and "No tuning rows" in md
+
+
+def test_missing_database_is_one_line(tmp_path, capsys):
+    code = main(["report", "--db", str(tmp_path / "nope.db"), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: no results database at") and len(err.strip().splitlines()) == 1
+
+
+def test_peak_and_bandwidth_from_the_environment(bench_db):
+    d = rdata.load(bench_db)
+    peak, why = d.fp32_peak_gflops()
+    assert peak == pytest.approx(132 * 128 * 2 * 1.98)  # GFLOP/s and "132 SMs" in why
+    assert d.dram_gbps()[0] is None
+
+
+@pytest.mark.skipif(not FULL_DB.exists(), reason="tests/fixtures/report.db not captured yet")
+def test_report_from_the_full_gpu_database(tmp_path):
+    db = tmp_path / "full.db"
+    shutil.copy(FULL_DB, db)
+    out = tmp_path / "rep"
+    written = write_report(db, out)
+    md = (out / "report.md").read_text()
+    d = rdata.load(db)
+    assert d.profiles and d.bandwidth and d.tune_runs() and d.analyses
+    # the profile table: every headline metric as a row, every profiled kernel as a column
+    from gemmlab.profile.ncu import METRICS
+
+    for m in METRICS:
+        assert f"| {m.label} |" in md, m.label
+    ok = [p for p in d.profiles if p["status"] == "OK"]
+    assert len(ok) >= 2
+    header = next(line for line in md.splitlines() if line.startswith("| metric |"))
+    for p in ok[:2]:
+        assert p["impl"] in header
+    # roofline with the measured bandwidth, tuning heatmap, ncu's occupancy beside gemmlab's
+    assert "GB/s (measured)" in (out / "plots" / "roofline_4096x4096x4096.svg").read_text()
+    assert (out / "plots" / "roofline_1024x1024x1024.png").exists()  # seed 002's trio, profiled at 1024^3
+    assert any(p.name.startswith("tune_") for p in written)
+    occ_rows = [line for line in md.splitlines() if line.startswith("| ") and "| sm_90 |" in line]
+    assert any(re.search(r"\| \d+\.\d% \| [a-z ,]+ \| \d+\.\d% \|$", line) for line in occ_rows)
