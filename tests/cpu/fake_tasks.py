@@ -11,4 +11,5 @@ def misbehave(task: dict) -> dict:
         time.sleep(600)  # hangs (like a kernel that never ends)
     if x == 3:
         return {"status": "ERROR", "reason": "illegal address (sticky)", "fatal": True}
-    return {"status": "PASS", "gflops": 1000.0 + x, "t_median_ms": 1.0, "fatal": False}
+    return {"status": "PASS", "gflops": 1000.0 + x + task["params"].get("BK", 0) / 100, "t_median_ms": 1.0,
+            "fatal": False}
