@@ -62,7 +62,10 @@ def run_candidate(task: dict) -> dict:
         options = BenchOptions(warmup=task.get("warmup", 2), repeat=task.get("repeat", 10),
                                min_time_ms=task.get("min_time_ms", 20.0), params={spec.name: task["params"]})
         result = run_point(spec, problem, _stream, options)
-        return {**result.row(), "fatal": False}
+        row = result.row()
+        # which GPU ran it (with --devices each worker sees only its own)
+        row["extra"] = {**(row.get("extra") or {}), "device": os.environ.get("CUDA_VISIBLE_DEVICES", "0")}
+        return {**row, "fatal": False}
     except LaunchError as exc:
         return {"impl": task["impl"], "params": task["params"], "status": "ERROR", "reason": str(exc), "fatal": True}
     except GemmlabError as exc:
