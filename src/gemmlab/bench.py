@@ -170,39 +170,55 @@ def run_bench(impls: Iterable[Any], problems: Iterable[GemmProblem], options: Be
     return results
 
 
-def verify_sweep(impls: Iterable[Any], problems: Iterable[GemmProblem],
-                 params: Mapping[str, Mapping[str, int]] | None = None,
-                 on_result: Callable[[PointResult], None] | None = None) -> list[PointResult]:
-    """Verification only (no timing), for `gemmlab verify` and the GPU tests."""
+def check_each(impls: Iterable[Any], problems: Iterable[Any], new_point: Callable[[Any, Any], Any],
+               new_runner: Callable[[Any, dict], Any], check: Callable[[Any, Any, Any], None],
+               on_result: Callable[[Any], None] | None = None) -> list:
+    """The verification loop every op shares: one runner per implementation (compiled once),
+    one point per problem; a GemmlabError becomes that point's ERROR, a LaunchError ends
+    the sweep (the CUDA context is gone). `check(point, runner, stream)` fills the verdict."""
     from .cuda.device import device
 
     stream = device().create_stream()
+    problems = list(problems)
     results = []
     for impl in impls:
         runner = None
         for problem in problems:
-            result = PointResult(impl.name, impl.kind, problem, "ERROR", params=dict((params or {}).get(impl.name, {})))
+            point = new_point(impl, problem)
             try:
                 if runner is None:
-                    runner = GemmRunner(impl, result.params)
-                result.params, result.resources = runner.params, runner.resources
-                result.verdict, result.seed = verify_runner(runner, problem, stream)
-                result.status = "PASS" if result.verdict.passed else "FAIL"
-                result.reason = result.verdict.reason
+                    runner = new_runner(impl, point.params)
+                point.params, point.resources = runner.params, runner.resources
+                check(point, runner, stream)
+                point.status = "PASS" if point.verdict.passed else "FAIL"
+                point.reason = point.verdict.reason
             except LaunchError:
                 raise
             except GemmlabError as exc:
-                result.reason = str(exc)
-            results.append(result)
+                point.reason = str(exc)
+            results.append(point)
             if on_result:
-                on_result(result)
+                on_result(point)
     return results
 
 
-def raise_on_failure(results: Iterable[PointResult]) -> None:
+def verify_sweep(impls: Iterable[Any], problems: Iterable[GemmProblem],
+                 params: Mapping[str, Mapping[str, int]] | None = None,
+                 on_result: Callable[[PointResult], None] | None = None) -> list[PointResult]:
+    """Verification only (no timing), for `gemmlab verify` and the GPU tests."""
+    def check(point: PointResult, runner: GemmRunner, stream) -> None:
+        point.verdict, point.seed = verify_runner(runner, point.problem, stream)
+
+    return check_each(impls, problems,
+                      lambda impl, p: PointResult(impl.name, impl.kind, p, "ERROR",
+                                                  params=dict((params or {}).get(impl.name, {}))),
+                      GemmRunner, check, on_result)
+
+
+def raise_on_failure(results: Iterable[Any], where: Callable[[Any], str] = lambda r: r.problem.shape) -> None:
     failed = [r for r in results if r.status == "FAIL"]
     if failed:
         r = failed[0]
-        raise VerificationError(f"{r.impl} failed at {r.problem.shape}: {r.reason}"
+        raise VerificationError(f"{r.impl} failed at {where(r)}: {r.reason}"
                                 + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from ..bench import measured_fields, new_seed, sync_or_raise
-from ..errors import GemmlabError, LaunchError, OutOfMemoryError, VerificationError
+from ..bench import check_each, measured_fields, new_seed, sync_or_raise
+from ..bench import raise_on_failure as shared_raise_on_failure
+from ..errors import GemmlabError, LaunchError, OutOfMemoryError
 from ..timing import Stats, Timer
 from .problem import ReduceProblem
 from .runner import ReduceRunner, value_of
@@ -238,38 +239,17 @@ def verify_sweep(impls: Iterable[Any], sizes: Iterable[int], params: Mapping[str
                  on_result: Callable[[ReducePoint], None] | None = None, special: bool = True,
                  host_data: bool = False) -> list[ReducePoint]:
     """Verification only (no timing), for `gemmlab verify --op reduce`, the GPU tests, the sanitizer."""
-    from ..cuda.device import device
+    def check(point: ReducePoint, runner: ReduceRunner, stream) -> None:
+        n = point.problem.n
+        point.grids = runner.grids(n)
+        point.verdict, point.seed = verify_runner(runner, n, stream, host_data=host_data,
+                                                  special=special and not getattr(runner.impl, "ceiling", False))
 
-    stream = device().create_stream()
-    results = []
-    sizes = list(sizes)
-    for impl in impls:
-        runner = None
-        for n in sizes:
-            result = ReducePoint(impl.name, impl.kind, ReduceProblem(n), "ERROR",
-                                 params=dict((params or {}).get(impl.name, {})))
-            try:
-                if runner is None:
-                    runner = ReduceRunner(impl, result.params)
-                result.params, result.resources = runner.params, runner.resources
-                result.grids = runner.grids(n)
-                result.verdict, result.seed = verify_runner(runner, n, stream, host_data=host_data,
-                                                            special=special and not getattr(impl, "ceiling", False))
-                result.status = "PASS" if result.verdict.passed else "FAIL"
-                result.reason = result.verdict.reason
-            except LaunchError:
-                raise
-            except GemmlabError as exc:
-                result.reason = str(exc)
-            results.append(result)
-            if on_result:
-                on_result(result)
-    return results
+    return check_each(impls, sizes,
+                      lambda impl, n: ReducePoint(impl.name, impl.kind, ReduceProblem(n), "ERROR",
+                                                  params=dict((params or {}).get(impl.name, {}))),
+                      ReduceRunner, check, on_result)
 
 
 def raise_on_failure(results: Iterable[ReducePoint]) -> None:
-    failed = [r for r in results if r.status == "FAIL"]
-    if failed:
-        r = failed[0]
-        raise VerificationError(f"{r.impl} failed at n = {r.problem.n}: {r.reason}"
-                                + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
+    shared_raise_on_failure(results, where=lambda r: f"n = {r.problem.n}")
