@@ -98,8 +98,52 @@ def progress_bar() -> Progress:
                     console=console, transient=True)
 
 
+def record_and_report(run_bench_fn, impls: list, problems: list, options, tables: list, *, store, run_id: int,
+                      command: str, db: Optional[Path], csv: Optional[Path], json_out: Optional[Path],
+                      markdown: Optional[Path], batch_prefix: str = "bench_fp32",
+                      header: tuple[str, ...] = (), describe=lambda r: f"{r.impl} {r.problem.shape}") -> list:
+    """The tail every `bench` op shares: run the points with a progress bar, store each row as
+    it comes, then print the tables, write them to a timestamped file beside the database
+    (and to Markdown), export CSV/JSON, and exit 1 if a point failed verification.
+
+    `tables` is a function: results -> list of rich Tables (the op's own columns)."""
+    from .store import DEFAULT_DB, batch_file_path
+    from .tables import clock_warnings, failures_table, to_markdown
+
+    with progress_bar() as progress:
+        task = progress.add_task("benchmarking", total=len(impls) * len(problems))
+
+        def record(r):
+            store.add_result(run_id, **r.row())
+            progress.update(task, advance=1, description=describe(r))
+
+        results = run_bench_fn(impls, problems, options, on_result=record)
+
+    shown = tables(results) + [t for t in (failures_table(results),) if t is not None]
+    recorder = Console(record=True, width=200, file=io.StringIO())  # records, prints nothing
+    for line in (f"command: {command}", *header):
+        recorder.print(line)
+    for table in shown:
+        recorder.print(table)
+    for line in clock_warnings(results):
+        recorder.print(f"warning: {line}")
+    text = recorder.export_text()
+    console.print(text, highlight=False, markup=False)
+    batch = batch_file_path(Path(db).parent if db else Path(DEFAULT_DB).parent, prefix=batch_prefix)
+    batch.write_text(text)
+    if csv:
+        store.export_csv(csv, run_id)
+    if json_out:
+        store.export_json(json_out, run_id)
+    if markdown:
+        lines = [f"Command: `{command}`", *header]
+        Path(markdown).write_text("\n\n".join(lines) + "\n\n" + "\n".join(to_markdown(t) for t in shown))
+    console.print(f"stored run {run_id} in {db or DEFAULT_DB}; table in {batch}")
+    return results
+
+
 @app.command("list")
-def list_cmd(op: str = typer.Option("sgemm", help="which ladder: sgemm | reduce")) -> None:
+def list_cmd(op: str = typer.Option("sgemm", help="which ladder: sgemm | reduce | hgemm")) -> None:
     """The ladder: one row per kernel and baseline."""
     table = Table(title=f"gemmlab {op} implementations")
     for col in ("name", "rung", "title", "idea", "default parameters"):
@@ -125,7 +169,7 @@ def env() -> None:
 
 @app.command("compile")
 def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
-                op: str = typer.Option("sgemm", help="sgemm | reduce"),
+                op: str = typer.Option("sgemm", help="sgemm | reduce | hgemm"),
                 arch: Optional[str] = typer.Option(None, help="e.g. sm_80, sm_90 (default: the GPU's)"),
                 params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
     """Compile kernels with NVRTC (no GPU needed with --arch) and print their resources."""
@@ -137,8 +181,8 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
         arch = info().arch
     if not arch.startswith("sm_"):
         raise BadArgumentError(f"--arch {arch!r} must look like sm_90")
-    if op not in ("sgemm", "reduce"):
-        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce")
+    if op not in ("sgemm", "reduce", "hgemm"):
+        raise BadArgumentError(f"--op {op!r}: choose sgemm, reduce or hgemm")
     impls = registry.select(impl, op=op, with_baselines=False)
     chosen = params_for(impls, params)
     table = Table(title=f"compile report ({arch})")
@@ -165,19 +209,26 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
 
 @app.command()
 def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
-           op: str = typer.Option("sgemm", help="sgemm | reduce"),
+           op: str = typer.Option("sgemm", help="sgemm | reduce | hgemm"),
+           dtype: Optional[str] = typer.Option(None, help="hgemm: input type fp16 | bf16 (default fp16)"),
            n: Optional[str] = typer.Option(None, "--n", help="reduce: element counts (default: the edge-case sweep)"),
            M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
            K: Optional[int] = typer.Option(None, "--K"),
            alpha: float = typer.Option(1.5), beta: float = typer.Option(-0.75),
            params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
     """Verify against fp64 over the odd-shape sweep (or one --M/--N/--K shape)."""
+    if op == "hgemm":
+        from .hgemm.cli import verify_hgemm
+
+        return verify_hgemm(impl=impl, dtype=dtype, M=M, N=N, K=K, alpha=alpha, beta=beta, params=params)
+    if dtype is not None:
+        raise BadArgumentError("--dtype is for --op hgemm")
     if op == "reduce":
         from .reduce.cli import verify_reduce
 
         return verify_reduce(impl=impl, sizes=n, params=params)
     if op != "sgemm":
-        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce")
+        raise BadArgumentError(f"--op {op!r}: choose sgemm, reduce or hgemm")
     from .bench import raise_on_failure, verify_sweep
     from .verify import sweep_problems
 
@@ -209,7 +260,8 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
 
 @app.command()
 def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with the baselines)"),
-          op: str = typer.Option("sgemm", help="sgemm | reduce"),
+          op: str = typer.Option("sgemm", help="sgemm | reduce | hgemm"),
+          dtype: Optional[str] = typer.Option(None, help="hgemm: input type fp16 | bf16 (default fp16)"),
           n: Optional[str] = typer.Option(None, "--n", help="reduce: element counts, e.g. 1024,1048576"),
           M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
           K: Optional[int] = typer.Option(None, "--K"),
@@ -226,20 +278,30 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
           json_out: Optional[Path] = typer.Option(None, "--json", help="also write this run's rows as JSON"),
           markdown: Optional[Path] = typer.Option(None, help="also write the tables as Markdown")) -> None:
     """Verify, then time each kernel and the baselines in one run; store and print the tables."""
+    if op == "hgemm":
+        if n is not None:
+            raise BadArgumentError("--n is for --op reduce; use --M/--N/--K or --sizes for hgemm")
+        from .hgemm.cli import bench_hgemm
+
+        return bench_hgemm(impl=impl, dtype=dtype, M=M, N=N, K=K, sizes=sizes, alpha=alpha, beta=beta,
+                           warmup=warmup, repeat=repeat, check=check, flush=flush, params=params, db=db,
+                           csv=csv, json_out=json_out, markdown=markdown)
+    if dtype is not None:
+        raise BadArgumentError("--dtype is for --op hgemm")
     if op == "reduce":
         from .reduce.cli import bench_reduce
 
         return bench_reduce(impl=impl, sizes=n, warmup=warmup, repeat=repeat, check=check, flush=flush,
                             params=params, db=db, csv=csv, json_out=json_out, markdown=markdown)
     if op != "sgemm":
-        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce")
+        raise BadArgumentError(f"--op {op!r}: choose sgemm, reduce or hgemm")
     if n is not None:
         raise BadArgumentError("--n is for --op reduce; use --M/--N/--K or --sizes for sgemm")
     from .bench import BenchOptions, raise_on_failure, run_bench
     from .cuda.device import device
     from .envinfo import collect_env
-    from .store import DEFAULT_DB, ResultStore, batch_file_path
-    from .tables import bench_tables, clock_warnings, failures_table, to_markdown
+    from .store import DEFAULT_DB, ResultStore
+    from .tables import bench_tables
 
     impls = registry.select(impl)
     chosen = params_for(impls, params)
@@ -253,37 +315,8 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
     gpu = (run_env.get("gpu") or {}).get("name")
     tuned = {} if default_params else _tuned_params(store, gpu, impls, problems, chosen)
     options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check, params=chosen, tuned=tuned)
-    with progress_bar() as progress:
-        task = progress.add_task("benchmarking", total=len(impls) * len(problems))
-
-        def record(r):
-            store.add_result(run_id, **r.row())
-            progress.update(task, advance=1, description=f"{r.impl} {r.problem.shape}")
-
-        results = run_bench(impls, problems, options, on_result=record)
-
-    record_console = Console(record=True, width=200, file=io.StringIO())  # records, prints nothing
-    record_console.print(f"command: {command}")
-    for table in bench_tables(results):
-        record_console.print(table)
-    bad = failures_table(results)
-    if bad is not None:
-        record_console.print(bad)
-    for line in clock_warnings(results):
-        record_console.print(f"warning: {line}")
-    text = record_console.export_text()
-    console.print(text, highlight=False, markup=False)
-    out_dir = Path(db).parent if db else Path(DEFAULT_DB).parent
-    batch = batch_file_path(out_dir)
-    batch.write_text(text)
-    if csv:
-        store.export_csv(csv, run_id)
-    if json_out:
-        store.export_json(json_out, run_id)
-    if markdown:
-        tables = bench_tables(results) + [t for t in (failures_table(results),) if t is not None]
-        markdown.write_text(f"Command: `{command}`\n\n" + "\n".join(to_markdown(t) for t in tables))
-    console.print(f"stored run {run_id} in {db or DEFAULT_DB}; table in {batch}")
+    results = record_and_report(run_bench, impls, problems, options, bench_tables, store=store, run_id=run_id,
+                                command=command, db=db, csv=csv, json_out=json_out, markdown=markdown)
     raise_on_failure(results)  # exit 1 after everything is stored and shown
 
 

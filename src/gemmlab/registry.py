@@ -19,7 +19,8 @@ from .problem import GemmProblem
 KERNEL_DIR = Path(__file__).parent / "kernels"
 
 # Modules whose import registers specs; each op's specs live beside its sources.
-_SPEC_MODULES = ("gemmlab.kernels.sgemm.specs", "gemmlab.baselines", "gemmlab.kernels.reduce.specs")
+_SPEC_MODULES = ("gemmlab.kernels.sgemm.specs", "gemmlab.baselines", "gemmlab.kernels.reduce.specs",
+                 "gemmlab.kernels.hgemm.specs", "gemmlab.hgemm.baselines")
 
 
 def cdiv(a: int, b: int) -> int:
@@ -81,6 +82,9 @@ class KernelSpec:
     # Split-K: the kernel takes a trailing workspace pointer; when the launch has gridDim.z > 1
     # slices, this kernel (M, N, S, alpha, W, beta, C) reduces the S partial planes into C.
     splitk_reduce: "KernelSpec | None" = None
+    # Shapes the kernel cannot take (alignment, divisibility): "" when it can, else the reason,
+    # which the harness raises as one BadArgumentError line before launching.
+    problem_check: Callable[[GemmProblem], str] | None = None
     tags: tuple[str, ...] = field(default=())
 
     kind = "kernel"

@@ -59,8 +59,8 @@ def _point(impl, kind, n, ms, nbytes_per=4, status="PASS"):
 
 
 def test_tables_and_markdown():
-    from gemmlab.reduce.tables import bench_tables, failures_table
-    from gemmlab.tables import to_markdown
+    from gemmlab.reduce.tables import bench_tables
+    from gemmlab.tables import failures_table, to_markdown
 
     n = 1 << 20
     pts = [_point("copy", "baseline", n, 0.004, 8), _point("cub", "baseline", n, 0.004),

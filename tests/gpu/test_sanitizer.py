@@ -10,7 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # script, name for the log, the least number of PASS lines it must print
-SCRIPTS = [("sanitize_kernels.py", "sgemm", 3 * 20), ("sanitize_reduce.py", "reduce", 9 * 7)]
+SCRIPTS = [("sanitize_kernels.py", "sgemm", 3 * 20), ("sanitize_reduce.py", "reduce", 9 * 7),
+           ("sanitize_hgemm.py", "hgemm", 2 * 2 * (6 + 5 + 5))]
 
 
 def _sanitizer() -> str:

@@ -84,9 +84,29 @@ def _header_digest() -> str:
     return h.hexdigest()
 
 
+@lru_cache(maxsize=1)
+def cuda_include_dir() -> str | None:
+    """The CUDA toolkit's include folder, for the headers NVRTC does not build in (<mma.h>,
+    <cuda_fp16.h>, <cuda_bf16.h>): $CUDA_HOME or $CUDA_PATH, /usr/local/cuda, the pip wheels."""
+    candidates = [Path(os.environ[v]) / "include" for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    candidates.append(Path("/usr/local/cuda/include"))
+    try:
+        import nvidia  # the pip CUDA wheels (nvidia-cuda-runtime...), where installed
+
+        for root in nvidia.__path__:
+            candidates += [Path(root) / "cu13" / "include", Path(root) / "cuda_runtime" / "include"]
+    except ImportError:
+        pass
+    return next((str(p) for p in candidates if (p / "mma.h").exists()), None)
+
+
 def base_options(arch: str, source_dir: Path | None = None) -> dict:
-    """kernels/ and the source's own folder are on the include path (headers live in both)."""
+    """kernels/ and the source's own folder are on the include path (headers live in both),
+    then the CUDA toolkit's include folder when there is one (only the wmma rung needs it)."""
     include = [str(KERNEL_DIR)] + ([str(source_dir)] if source_dir is not None else [])
+    toolkit = cuda_include_dir()
+    if toolkit is not None:
+        include.append(toolkit)
     return {"arch": arch, "std": "c++17", "ptxas_options": ["-v"], "include_path": include}
 
 

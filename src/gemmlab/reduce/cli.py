@@ -7,13 +7,11 @@ timestamped text file beside the database, and optionally as Markdown.
 """
 from __future__ import annotations
 
-import io
 import shlex
 import sys
 from pathlib import Path
 from typing import Optional
 
-from rich.console import Console
 from rich.table import Table
 
 from .. import registry
@@ -62,11 +60,11 @@ def bench_reduce(impl: str = "all", sizes: Optional[str] = None, warmup: int = 3
                  csv: Optional[Path] = None, json_out: Optional[Path] = None,
                  markdown: Optional[Path] = None) -> None:
     """Verify, then time each implementation, CUB and the copy ceiling in one run; store, print."""
+    from ..cli import record_and_report
     from ..envinfo import collect_env
-    from ..store import DEFAULT_DB, ResultStore, batch_file_path
-    from ..tables import to_markdown
+    from ..store import DEFAULT_DB, ResultStore
     from .bench import ReduceOptions, raise_on_failure, run_bench
-    from .tables import bench_tables, clock_warnings, failures_table
+    from .tables import bench_tables
 
     impls = registry.select(impl, op="reduce")
     chosen = params_for(impls, params)
@@ -81,39 +79,9 @@ def bench_reduce(impl: str = "all", sizes: Optional[str] = None, warmup: int = 3
     command = shlex.join(["gemmlab", *sys.argv[1:]])
     run_id = store.start_run("bench", command, collect_env())
     options = ReduceOptions(warmup=warmup, repeat=repeat, flush=flush, check=check, params=chosen)
-    with _progress() as progress:
-        task = progress.add_task("benchmarking", total=len(impls) * len(ns))
-
-        def record(r):
-            store.add_result(run_id, **r.row())
-            progress.update(task, advance=1, description=f"{r.impl} n={r.problem.n}")
-
-        results = run_bench(impls, ns, options, on_result=record)
-
-    tables = bench_tables(results)
-    bad = failures_table(results)
-    recorder = Console(record=True, width=200, file=io.StringIO())  # records, prints nothing
-    recorder.print(f"command: {command}")
-    for table in tables:
-        recorder.print(table)
-    if bad is not None:
-        recorder.print(bad)
-    for line in clock_warnings(results):
-        recorder.print(f"warning: {line}")
-    text = recorder.export_text()
-    console.print(text, highlight=False, markup=False)
-    out_dir = Path(db).parent if db else Path(DEFAULT_DB).parent
-    batch = batch_file_path(out_dir, prefix="bench_reduce")
-    batch.write_text(text)
-    if csv:
-        store.export_csv(csv, run_id)
-    if json_out:
-        store.export_json(json_out, run_id)
-    if markdown:
-        gpu = _gpu_name()
-        md = [t for t in tables] + ([bad] if bad is not None else [])
-        Path(markdown).write_text(f"Command: `{command}`\n\nDevice: {gpu}\n\n" + "\n".join(to_markdown(t) for t in md))
-    console.print(f"stored run {run_id} in {db or DEFAULT_DB}; table in {batch}")
+    results = record_and_report(run_bench, impls, ns, options, bench_tables, store=store, run_id=run_id, command=command,
+                                db=db, csv=csv, json_out=json_out, markdown=markdown, batch_prefix="bench_reduce",
+                                header=(f"Device: {_gpu_name()}",), describe=lambda r: f"{r.impl} n={r.problem.n}")
     raise_on_failure(results)  # exit 1 after everything is stored and shown
 
 

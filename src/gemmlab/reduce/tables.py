@@ -80,20 +80,3 @@ def bench_tables(results: Iterable[ReducePoint]) -> list[Table]:
     if any(r.impl_kind == "kernel" for r in results):
         out.append(tables["speedup"])
     return out
-
-
-def failures_table(results: Iterable[ReducePoint]) -> Table | None:
-    bad = [r for r in results if r.status in ("FAIL", "ERROR")]
-    if not bad:
-        return None
-    table = Table(title="points without a time")
-    for col in ("impl", "n", "status", "reason"):
-        table.add_column(col)
-    for r in bad:
-        table.add_row(r.impl, str(r.problem.n), r.status, r.reason)
-    return table
-
-
-def clock_warnings(results: Iterable[ReducePoint]) -> list[str]:
-    return [f"{r.impl} at n = {r.problem.n}: SM clock fell to {r.clocks.get('sm_clock_min_mhz')} MHz "
-            f"(< 90% of max) while timing" for r in results if r.clocks.get("clock_warning")]

@@ -1,0 +1,41 @@
+"""Run every hgemm kernel on awkward shapes, fp16 and bf16, for compute-sanitizer to watch.
+
+    compute-sanitizer --tool memcheck --error-exitcode 1 python scripts/sanitize_hgemm.py [names]
+    compute-sanitizer --tool racecheck --racecheck-report all python scripts/sanitize_hgemm.py
+
+Inputs are made by NumPy on the host and copied over and the references are computed on the
+host, so the kernels the sanitizer sees are gemmlab's (plus CuPy's NaN fill of C). Shapes cover
+1x1x1, single rows and columns, primes and non-multiples of every tile size - for mma_sync the
+ones its rule allows (K % 8 == 0, N % 8 == 0) - each with beta = 0 (C poisoned, not to be read)
+and with alpha = 1.5, beta = -0.75. Exits 1 if any result is wrong.
+"""
+from __future__ import annotations
+
+import sys
+
+ANY_SHAPES = ((1, 1, 1), (1, 129, 67), (97, 1, 33), (127, 127, 127), (129, 257, 65), (31, 517, 203))
+ALIGNED_SHAPES = ((1, 8, 8), (97, 8, 40), (127, 136, 200), (129, 264, 72), (31, 520, 208))
+
+
+def main(argv: list[str]) -> int:
+    from gemmlab import registry
+    from gemmlab.hgemm.bench import verify_sweep
+    from gemmlab.hgemm.runner import refusal
+    from gemmlab.hgemm.verify import sweep_problems
+
+    names = argv[0] if argv else "all"
+    impls = registry.select(names, op="hgemm", with_baselines=False)
+    failed = 0
+    for dtype in ("fp16", "bf16"):
+        for impl in impls:
+            problems = [p for p in sweep_problems(dtype, ANY_SHAPES + ALIGNED_SHAPES) if not refusal(impl, p)]
+            for r in verify_sweep([impl], problems, dtype, host_data=True):
+                p = r.problem
+                print(f"{r.impl:10s} {dtype} {p.shape:14s} a={p.alpha:g} b={p.beta:g} {r.status} {r.reason}",
+                      flush=True)
+                failed += r.status != "PASS"
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

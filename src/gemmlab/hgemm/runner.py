@@ -1,0 +1,76 @@
+"""One interface over the hgemm kernels and baselines: compile once per input dtype, enqueue.
+
+A and B are 16-bit CuPy arrays (float16 for fp16, uint16 bits for bf16), C is float32. The
+kernel's shape rule (KernelSpec.problem_check) and the 16-byte alignment of every pointer are
+checked before a launch, each refused as one BadArgumentError line.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..cuda.compile import CompiledKernel, Resources, compile_kernel
+from ..errors import BadArgumentError, NoGPUError
+from ..kernels.hgemm.specs import dtype_flag
+from ..problem import GemmProblem
+
+
+def refusal(impl: Any, problem: GemmProblem) -> str:
+    """Why `impl` cannot run `problem` ("" when it can)."""
+    check = getattr(impl, "problem_check", None)
+    reason = check(problem) if check is not None else ""
+    return f"{impl.name} {reason}" if reason else ""
+
+
+class HgemmRunner:
+    """An hgemm kernel compiled for the current device and one input dtype (or a baseline)."""
+
+    def __init__(self, impl: Any, params: Mapping[str, int] | None = None, dtype: str = "fp16",
+                 arch: str | None = None):
+        self.impl = impl
+        self.dtype = dtype
+        self.compiled: CompiledKernel | None = None
+        flag = dtype_flag(dtype)
+        if impl.kind == "kernel":
+            if arch is None:
+                from ..cuda.device import info
+
+                arch = info().arch
+            self.compiled = compile_kernel(impl, {**(params or {}), "BF16": flag}, arch=arch)
+            self.params = dict(self.compiled.params)
+        else:
+            reason = impl.unavailable_reason()
+            if reason:
+                raise NoGPUError(f"{impl.name} is unavailable: {reason}")
+            self.params = {}
+
+    @property
+    def name(self) -> str:
+        return self.impl.name
+
+    @property
+    def resources(self) -> Resources | None:
+        return self.compiled.resources if self.compiled else None
+
+    def check(self, problem: GemmProblem, A, B, C) -> None:
+        """Refuse, as one line, what the kernel cannot take."""
+        if problem.dtype != self.dtype:
+            raise BadArgumentError(f"{self.name} was prepared for {self.dtype}, the problem is {problem.dtype}")
+        reason = refusal(self.impl, problem)
+        if reason:
+            raise BadArgumentError(reason)
+        if self.compiled is not None:
+            for what, x in (("A", A), ("B", B), ("C", C)):
+                if x.data.ptr % 16:
+                    raise BadArgumentError(f"{self.name} needs 16-byte aligned arrays; {what} is not")
+
+    def enqueue(self, problem: GemmProblem, A, B, C, stream) -> None:
+        """C = alpha*A@B + beta*C on `stream` (a cuda.core Stream)."""
+        self.check(problem, A, B, C)
+        if self.compiled is not None:
+            from ..cuda.launch import launch_gemm
+
+            geometry = self.impl.launch(problem, self.params)
+            launch_gemm(self.compiled, geometry, stream, problem.M, problem.N, problem.K, problem.alpha,
+                        A.data.ptr, B.data.ptr, problem.beta, C.data.ptr)
+        else:
+            self.impl.enqueue(problem, A, B, C, int(stream.handle))

@@ -1,0 +1,100 @@
+"""Every hgemm rung compiles with NVRTC for sm_80 and sm_90, for fp16 and bf16, with no GPU:
+zero spills, no local memory, static shared memory as the spec says; the largest and smallest
+points of each declared space that satisfy the constraints compile too."""
+import pytest
+
+from gemmlab import registry
+from gemmlab.cuda import compile as cc
+from gemmlab.errors import ConstraintError
+
+KERNELS = registry.kernels("hgemm")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+
+
+def _check(ck, spec, arch):
+    r = ck.resources
+    assert r.registers > 0, "the ptxas report was not parsed"
+    assert r.spill_stores == 0 and r.spill_loads == 0, f"{spec.name} spills on {arch}: {r}"
+    assert r.stack_frame == 0, f"{spec.name} uses local memory on {arch}: {r}"
+    assert r.smem_static == spec.smem_bytes(ck.params), "smem_bytes in the spec disagrees with ptxas"
+    assert len(ck.cubin) > 0 and ck.mangled.startswith("_Z")
+
+
+def test_the_ladder_is_registered_in_order():
+    assert [s.name for s in KERNELS] == ["wmma", "mma_sync"]
+    assert [s.rung for s in KERNELS] == [1, 2]
+    assert registry.get("cublas", "hgemm").op == "hgemm"
+    for spec in KERNELS:
+        assert spec.params[0].name == "BF16", "the dtype flag is the first template argument"
+        text = spec.source_path.read_text()
+        assert text.startswith(f"// Tensor-core rung {spec.rung} - "), "the header convention"
+        assert "Idea:" in text and "Should move:" in text and "Output: C is fp32" in text
+
+
+@pytest.mark.parametrize("bf16", [0, 1], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
+def test_every_rung_compiles_without_spills(spec, arch, bf16):
+    ck = cc.compile_kernel(spec, {"BF16": bf16}, arch=arch)
+    _check(ck, spec, arch)
+    assert ck.name_expression.startswith(f"{spec.entry}<{bf16}, ")
+
+
+@pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
+def test_extreme_configurations_compile_without_spills(spec):
+    space = {p.name: p.space for p in spec.params if p.name != "BF16"}
+    tried = 0
+    for pick in (min, max):
+        values = {**spec.defaults, **{name: pick(s) for name, s in space.items()}}
+        if spec.failed_constraints(values):
+            continue
+        _check(cc.compile_kernel(spec, values, arch="sm_90"), spec, "sm_90")
+        tried += 1
+    small = {**spec.defaults, "BM": 64, "BN": 64, "WM": 32, "WN": 32}
+    assert not spec.failed_constraints(small)
+    _check(cc.compile_kernel(spec, small, arch="sm_90"), spec, "sm_90")
+
+
+def test_constraints_mirror_the_static_asserts():
+    mma = registry.get("mma_sync", "hgemm")
+    with pytest.raises(ConstraintError, match="B swizzle"):
+        mma.resolve({"BN": 96, "WN": 32})
+    with pytest.raises(ConstraintError, match="A swizzle"):
+        mma.resolve({"BK": 48})
+    with pytest.raises(ConstraintError, match="STAGES"):
+        mma.resolve({"STAGES": 1})
+    with pytest.raises(ConstraintError, match="BF16"):
+        mma.resolve({"BF16": 2})
+    wmma = registry.get("wmma", "hgemm")
+    with pytest.raises(ConstraintError, match="multiple of 16"):
+        wmma.resolve({"BK": 24})
+    with pytest.raises(ConstraintError, match="divide the block tile"):
+        wmma.resolve({"WM": 48})
+
+
+def test_geometry_and_shared_memory():
+    from gemmlab.problem import GemmProblem
+
+    mma = registry.get("mma_sync", "hgemm")
+    v = mma.defaults
+    launch = mma.launch(GemmProblem(1000, 520, 64, dtype="bf16"), v)
+    assert launch.grid == (-(-520 // v["BN"]), -(-1000 // v["BM"]), 1)
+    assert launch.threads == (v["BM"] // v["WM"]) * (v["BN"] // v["WN"]) * 32
+    assert launch.shmem == 2 * v["STAGES"] * v["BK"] * (v["BM"] + v["BN"])
+
+
+def test_the_gpu_tests_other_parameters_are_valid_and_compile():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "gpu" / "test_hgemm_kernels.py"
+    spec_ = importlib.util.spec_from_file_location("hgemm_gpu_tests", path)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    for name, params in mod.OTHER_PARAMS:
+        spec = registry.get(name, "hgemm")
+        _check(cc.compile_kernel(spec, params, arch="sm_90"), spec, "sm_90")

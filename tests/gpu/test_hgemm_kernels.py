@@ -1,0 +1,104 @@
+"""Every hgemm rung and the cuBLAS baseline against fp64, for fp16 and bf16, alpha/beta both
+ways (beta = 0 with C poisoned by NaN, and 1.5/-0.75): the shapes each rung's rule allows,
+larger shapes (the GPU-side reference), other template parameters, the refusal of shapes
+mma_sync cannot take, and gemmlab.hgemm on torch tensors."""
+import pytest
+
+from gemmlab import registry
+from gemmlab.errors import BadArgumentError
+from gemmlab.hgemm import verify as hv
+from gemmlab.hgemm.bench import verify_sweep
+from gemmlab.hgemm.runner import HgemmRunner, refusal
+from gemmlab.problem import GemmProblem
+
+DTYPES = ("fp16", "bf16")
+IMPLS = registry.all_impls("hgemm")
+LARGE = ((1024, 1024, 1024), (2048, 1032, 4096), (4096, 4096, 512))
+
+
+def _assert_all_pass(results):
+    bad = [f"{r.impl} {r.problem.shape} a={r.problem.alpha} b={r.problem.beta}: {r.status} {r.reason}"
+           for r in results if r.status != "PASS"]
+    assert not bad, "\n".join(bad)
+
+
+def _supported(impl, problems):
+    return [p for p in problems if not refusal(impl, p)]
+
+
+def _skip_unavailable(impl):
+    if impl.kind == "baseline" and impl.unavailable_reason():
+        pytest.skip(impl.unavailable_reason())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda i: i.name)
+def test_sweep(impl, dtype):
+    _skip_unavailable(impl)
+    problems = _supported(impl, hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES))
+    assert len(problems) >= 2 * len(hv.ALIGNED_SHAPES)
+    _assert_all_pass(verify_sweep([impl], problems, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda i: i.name)
+def test_large(impl, dtype):
+    _skip_unavailable(impl)
+    _assert_all_pass(verify_sweep([impl], hv.sweep_problems(dtype, LARGE), dtype))
+
+
+# Other points of each space (tests/cpu/test_hgemm_compile.py checks they satisfy the constraints).
+OTHER_PARAMS = [
+    ("wmma", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32}),
+    ("wmma", {"BM": 128, "BN": 128, "BK": 64, "WM": 64, "WN": 64}),
+    ("mma_sync", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "STAGES": 2}),
+    ("mma_sync", {"BM": 128, "BN": 256, "BK": 64, "WM": 64, "WN": 64, "STAGES": 3}),
+    ("mma_sync", {"BM": 256, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 5}),
+]
+
+
+@pytest.mark.parametrize("name,params", OTHER_PARAMS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_other_parameters(name, params, dtype):
+    impl = registry.get(name, "hgemm")
+    shapes = hv.ALIGNED_SHAPES + ((1000, 1000, 1000),) + (hv.SWEEP_SHAPES if name == "wmma" else ())
+    problems = _supported(impl, hv.sweep_problems(dtype, shapes))
+    _assert_all_pass(verify_sweep([impl], problems, dtype, {name: params}))
+
+
+@pytest.mark.parametrize("shape", [(127, 127, 127), (64, 64, 12), (64, 12, 64)])
+def test_mma_sync_refuses_unaligned_shapes(shape):
+    from gemmlab.cuda.device import device
+
+    impl = registry.get("mma_sync", "hgemm")
+    p = GemmProblem(*shape, dtype="fp16")
+    runner = HgemmRunner(impl, dtype="fp16")
+    A, B, C = hv.make_inputs(p, 1)
+    with pytest.raises(BadArgumentError, match=r"^mma_sync needs K % 8 == 0 and N % 8 == 0 \(16-byte rows"):
+        runner.enqueue(p, A, B, C, device().create_stream())
+    (r,) = verify_sweep([impl], [p], "fp16")
+    assert r.status == "ERROR" and r.reason.startswith("mma_sync needs K % 8 == 0")
+
+
+def test_api_on_torch_tensors():
+    torch = pytest.importorskip("torch")
+    from gemmlab.hgemm.api import hgemm
+
+    for dt in (torch.float16, torch.bfloat16):
+        for (M, N, K) in ((256, 264, 1032), (100, 37, 51)):  # the second runs on wmma (fallback)
+            a = torch.rand(M, K, device="cuda").sub_(0.5).to(dt)
+            b = torch.rand(K, N, device="cuda").sub_(0.5).to(dt)
+            ref = a.double() @ b.double()
+            c = hgemm(a, b)
+            assert c.dtype == torch.float32 and c.shape == (M, N)
+            assert float((c.double() - ref).norm() / ref.norm()) < hv.normwise_tolerance(K)
+            c0 = torch.rand(M, N, device="cuda")
+            want = 2.0 * ref - 0.5 * c0.double()
+            out = hgemm(a, b, c0.clone(), alpha=2.0, beta=-0.5, impl="wmma")
+            assert float((out.double() - want).norm() / want.norm()) < hv.normwise_tolerance(K)
+    a = torch.rand(64, 12, device="cuda").to(torch.float16)
+    b = torch.rand(12, 64, device="cuda").to(torch.float16)
+    with pytest.raises(BadArgumentError, match="mma_sync needs K % 8"):
+        hgemm(a, b, impl="mma_sync")
+    with pytest.raises(BadArgumentError, match="one dtype"):
+        hgemm(a, b.to(torch.bfloat16))
