@@ -117,11 +117,24 @@ def _allocate(problem: GemmProblem, seed: int):
         raise OutOfMemoryError(f"out of GPU memory for {problem.shape}") from None
 
 
+def time_enqueue(enqueue: Callable[[], None], stream, options: BenchOptions) -> tuple[Stats, dict]:
+    """Time one enqueue the way every op does: the Timer (warm-up, L2 flush, enough samples),
+    with the SM clock and temperature sampled over the timed launches only."""
+    from .cuda.nvml import ClockSampler
+
+    timer = Timer(stream, warmup=options.warmup, repeat=options.repeat, flush=options.flush,
+                  min_time_ms=options.min_time_ms)
+    sampler = ClockSampler()
+    try:
+        stats = timer.measure(enqueue, around=sampler)
+    finally:
+        timer.close()
+    return stats, sampler.summary()
+
+
 def run_point(impl: Any, problem: GemmProblem, stream, options: BenchOptions,
               inputs=None) -> PointResult:
     """Verify (unless options.check is off) and time one implementation on one problem."""
-    from .cuda.nvml import ClockSampler
-
     params = dict(options.params.get(impl.name) or options.tuned.get((impl.name, problem.shape), {}))
     result = PointResult(impl.name, impl.kind, problem, "ERROR", params=params)
     try:
@@ -134,14 +147,7 @@ def run_point(impl: Any, problem: GemmProblem, stream, options: BenchOptions,
                 result.status, result.reason = "FAIL", verdict.reason
                 return result
         A, B, C = inputs if inputs is not None else _allocate(problem, new_seed())
-        timer = Timer(stream, warmup=options.warmup, repeat=options.repeat, flush=options.flush,
-                      min_time_ms=options.min_time_ms)
-        sampler = ClockSampler()
-        try:
-            result.stats = timer.measure(lambda: runner.enqueue(problem, A, B, C, stream), around=sampler)
-        finally:
-            timer.close()
-        result.clocks = sampler.summary()
+        result.stats, result.clocks = time_enqueue(lambda: runner.enqueue(problem, A, B, C, stream), stream, options)
         result.status = "PASS" if options.check else "UNCHECKED"
     except LaunchError:
         raise  # the CUDA context is unusable after this: stop the run (rows so far are kept)

@@ -8,28 +8,47 @@ from .errors import NoGPUError
 from .problem import GemmProblem
 
 
-class GemmRunner:
-    """A kernel compiled for the current device (or a baseline), ready to enqueue."""
+class PreparedImpl:
+    """What every op's runner starts from: a kernel compiled for this device (`compiled`,
+    its resolved `params`), or a baseline checked to be usable."""
 
     def __init__(self, impl: Any, params: Mapping[str, int] | None = None, arch: str | None = None):
         self.impl = impl
         self.compiled: CompiledKernel | None = None
-        self.reduce: CompiledKernel | None = None
-        self._workspace = None  # grown on demand; one per runner, so one stream at a time
+        self.params: dict = {}
         if impl.kind == "kernel":
-            if arch is None:
-                from .cuda.device import info
-
-                arch = info().arch
-            self.compiled = compile_kernel(impl, params, arch=arch)
+            self.arch = arch or _device_arch()
+            self.compiled = compile_kernel(impl, params, arch=self.arch)
             self.params = dict(self.compiled.params)
-            if impl.splitk_reduce is not None:
-                self.reduce = compile_kernel(impl.splitk_reduce, arch=arch)
         else:
             reason = impl.unavailable_reason()
             if reason:
                 raise NoGPUError(f"{impl.name} is unavailable: {reason}")
-            self.params = {}
+
+    @property
+    def name(self) -> str:
+        return self.impl.name
+
+    @property
+    def resources(self) -> Resources | None:
+        return self.compiled.resources if self.compiled else None
+
+
+def _device_arch() -> str:
+    from .cuda.device import info
+
+    return info().arch
+
+
+class GemmRunner(PreparedImpl):
+    """A kernel compiled for the current device (or a baseline), ready to enqueue."""
+
+    def __init__(self, impl: Any, params: Mapping[str, int] | None = None, arch: str | None = None):
+        super().__init__(impl, params, arch)
+        self.reduce: CompiledKernel | None = None
+        self._workspace = None  # grown on demand; one per runner, so one stream at a time
+        if self.compiled is not None and impl.splitk_reduce is not None:
+            self.reduce = compile_kernel(impl.splitk_reduce, arch=self.arch)
 
     def _workspace_ptr(self, floats: int) -> int:
         import cupy as cp
@@ -50,14 +69,6 @@ class GemmRunner:
         launch_kernel(self.reduce, Launch((blocks, 1, 1), (256, 1, 1)), stream, np.int32(problem.M),
                       np.int32(problem.N), np.int32(slices), np.float32(problem.alpha), self._workspace.data.ptr,
                       np.float32(problem.beta), C.data.ptr)
-
-    @property
-    def name(self) -> str:
-        return self.impl.name
-
-    @property
-    def resources(self) -> Resources | None:
-        return self.compiled.resources if self.compiled else None
 
     def enqueue(self, problem: GemmProblem, A, B, C, stream) -> None:
         """C = alpha*A@B + beta*C on `stream` (a cuda.core Stream); A, B, C are CuPy arrays."""

@@ -63,6 +63,16 @@ def _to_host(x):
 
 def compare(C, A, B, C0, alpha: float, beta: float) -> Verdict:
     """Check C (fp32, device or host) against the fp64 reference computed from A, B, C0."""
+    K = A.shape[1]
+    return compare_gemm(C, A, B, C0, alpha, beta, to_f64=lambda x, xp: xp.asarray(x, dtype=xp.float64),
+                        elementwise_factor=(K + 2) * U32, tol=normwise_tolerance(K))
+
+
+def compare_gemm(C, A, B, C0, alpha: float, beta: float, *, to_f64, elementwise_factor: float,
+                 tol: float) -> Verdict:
+    """The comparison every GEMM op shares, given how to read its inputs as fp64
+    (`to_f64(x, xp)`) and its two bounds: the elementwise factor times
+    |alpha| |A| @ |B| + |beta| |C0|, and the normwise tolerance."""
     M, K = A.shape
     N = B.shape[1]
     all_host = all(isinstance(x, np.ndarray) for x in (A, B, C))
@@ -73,8 +83,8 @@ def compare(C, A, B, C0, alpha: float, beta: float) -> Verdict:
         import cupy as xp
 
         get = lambda x: x  # noqa: E731
-    a = xp.asarray(get(A), dtype=xp.float64)
-    b = xp.asarray(get(B), dtype=xp.float64)
+    a = to_f64(get(A), xp)
+    b = to_f64(get(B), xp)
     c = xp.asarray(get(C), dtype=xp.float64)
     ref = alpha * (a @ b)
     bound = abs(alpha) * (xp.abs(a) @ xp.abs(b))
@@ -82,8 +92,7 @@ def compare(C, A, B, C0, alpha: float, beta: float) -> Verdict:
         c0 = xp.asarray(get(C0), dtype=xp.float64)
         ref += beta * c0
         bound += abs(beta) * xp.abs(c0)
-    bound = (K + 2) * U32 * bound + 1e-30
-    tol = normwise_tolerance(K)
+    bound = elementwise_factor * bound + 1e-30
 
     nan_count = int(xp.count_nonzero(~xp.isfinite(c)))
     if nan_count:

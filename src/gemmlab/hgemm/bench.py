@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from ..bench import BenchOptions, PointResult, check_each, measured_fields, new_seed, raise_on_failure, sync_or_raise
+from ..bench import (BenchOptions, PointResult, check_each, measured_fields, new_seed, raise_on_failure,
+                     sync_or_raise, time_enqueue)
 from ..errors import GemmlabError, LaunchError, OutOfMemoryError
 from ..problem import GemmProblem
-from ..timing import Timer
 from .runner import HgemmRunner, refusal
 from .verify import Verdict, compare, make_inputs
 
@@ -69,8 +69,6 @@ def verify_runner(runner: HgemmRunner, problem: GemmProblem, stream, seed: int |
 
 def run_point(impl: Any, problem: GemmProblem, stream, options: BenchOptions, inputs=None) -> HgemmPoint:
     """Verify (unless options.check is off) and time one implementation on one problem."""
-    from ..cuda.nvml import ClockSampler
-
     params = dict(options.params.get(impl.name) or {})
     result = HgemmPoint(impl.name, impl.kind, problem, "ERROR", params=params)
     try:
@@ -87,14 +85,7 @@ def run_point(impl: Any, problem: GemmProblem, stream, options: BenchOptions, in
                 result.status, result.reason = "FAIL", verdict.reason
                 return result
         A, B, C = inputs if inputs is not None else _inputs(problem, new_seed())[:3]
-        timer = Timer(stream, warmup=options.warmup, repeat=options.repeat, flush=options.flush,
-                      min_time_ms=options.min_time_ms)
-        sampler = ClockSampler()
-        try:
-            result.stats = timer.measure(lambda: runner.enqueue(problem, A, B, C, stream), around=sampler)
-        finally:
-            timer.close()
-        result.clocks = sampler.summary()
+        result.stats, result.clocks = time_enqueue(lambda: runner.enqueue(problem, A, B, C, stream), stream, options)
         result.status = "PASS" if options.check else "UNCHECKED"
     except LaunchError:
         raise  # the CUDA context is unusable after this: stop the run (rows so far are kept)

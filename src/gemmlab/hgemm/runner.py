@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..cuda.compile import CompiledKernel, Resources, compile_kernel
-from ..errors import BadArgumentError, NoGPUError
+from ..errors import BadArgumentError
 from ..kernels.hgemm.specs import dtype_flag
 from ..problem import GemmProblem
+from ..runner import PreparedImpl
 
 
 def refusal(impl: Any, problem: GemmProblem) -> str:
@@ -21,35 +21,16 @@ def refusal(impl: Any, problem: GemmProblem) -> str:
     return f"{impl.name} {reason}" if reason else ""
 
 
-class HgemmRunner:
+class HgemmRunner(PreparedImpl):
     """An hgemm kernel compiled for the current device and one input dtype (or a baseline)."""
 
     def __init__(self, impl: Any, params: Mapping[str, int] | None = None, dtype: str = "fp16",
                  arch: str | None = None):
-        self.impl = impl
-        self.dtype = dtype
-        self.compiled: CompiledKernel | None = None
-        flag = dtype_flag(dtype)
+        # BF16 is the dtype's template flag, not a tuned parameter: set it for kernels only
         if impl.kind == "kernel":
-            if arch is None:
-                from ..cuda.device import info
-
-                arch = info().arch
-            self.compiled = compile_kernel(impl, {**(params or {}), "BF16": flag}, arch=arch)
-            self.params = dict(self.compiled.params)
-        else:
-            reason = impl.unavailable_reason()
-            if reason:
-                raise NoGPUError(f"{impl.name} is unavailable: {reason}")
-            self.params = {}
-
-    @property
-    def name(self) -> str:
-        return self.impl.name
-
-    @property
-    def resources(self) -> Resources | None:
-        return self.compiled.resources if self.compiled else None
+            params = {**(params or {}), "BF16": dtype_flag(dtype)}
+        super().__init__(impl, params, arch)
+        self.dtype = dtype
 
     def check(self, problem: GemmProblem, A, B, C) -> None:
         """Refuse, as one line, what the kernel cannot take."""

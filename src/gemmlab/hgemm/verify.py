@@ -31,15 +31,13 @@ that reads C although beta == 0, leaves a NaN behind.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..problem import GemmProblem
+from ..verify import Verdict, compare_gemm
 
 U_TC = 2.0 ** -22  # the elementwise bound's unit roundoff (2 x truncation's 2^-23)
-HOST_REFERENCE_LIMIT = 1 << 27  # M*N*K up to this: the reference on the host with NumPy
 DTYPES = ("fp16", "bf16")
 
 
@@ -49,16 +47,6 @@ def normwise_tolerance(K: int) -> float:
 
 def elementwise_factor(K: int) -> float:
     return (K + 2) * U_TC
-
-
-@dataclass(frozen=True)
-class Verdict:
-    passed: bool
-    rel_err: float
-    tol: float
-    worst_elem_ratio: float  # max |err| / elementwise bound (<= 1 passes)
-    nan_count: int
-    reason: str = ""
 
 
 # -- rounding to the input dtype (xp: numpy or cupy) ---------------------------------------
@@ -102,55 +90,11 @@ def make_inputs(problem: GemmProblem, seed: int, xp=None):
     return A, B, C0
 
 
-def _to_host(x):
-    if isinstance(x, np.ndarray):
-        return x
-    import cupy as cp
-
-    return cp.asnumpy(x)
-
-
 def compare(C, A16, B16, C0, alpha: float, beta: float, dtype: str) -> Verdict:
     """Check C (fp32, device or host) against the fp64 product of the same 16-bit inputs."""
-    M, K = A16.shape
-    N = B16.shape[1]
-    all_host = all(isinstance(x, np.ndarray) for x in (A16, B16, C))
-    if all_host or M * N * K <= HOST_REFERENCE_LIMIT:
-        xp = np
-        get = (lambda x: x) if all_host else _to_host
-    else:  # large: the fp64 products on the GPU (cuBLAS DGEMM through CuPy)
-        import cupy as xp
-
-        get = lambda x: x  # noqa: E731
-    a = decode(get(A16), dtype, xp)
-    b = decode(get(B16), dtype, xp)
-    c = xp.asarray(get(C), dtype=xp.float64)
-    ref = alpha * (a @ b)
-    bound = abs(alpha) * (xp.abs(a) @ xp.abs(b))
-    if beta != 0.0:
-        c0 = xp.asarray(get(C0), dtype=xp.float64)
-        ref += beta * c0
-        bound += abs(beta) * xp.abs(c0)
-    bound = elementwise_factor(K) * bound + 1e-30
-    tol = normwise_tolerance(K)
-
-    nan_count = int(xp.count_nonzero(~xp.isfinite(c)))
-    if nan_count:
-        return Verdict(False, math.inf, tol, math.inf, nan_count,
-                       f"{nan_count} of {M * N} outputs are NaN/inf (unwritten, or C read with beta=0)")
-    err = c - ref
-    ref_norm = float(xp.linalg.norm(ref))
-    rel = float(xp.linalg.norm(err)) / ref_norm if ref_norm > 0 else float(xp.linalg.norm(err))
-    ratio = xp.abs(err) / bound
-    worst = float(ratio.max())
-    if rel > tol:
-        return Verdict(False, rel, tol, worst, 0, f"relative error {rel:.3e} > {tol:.1e}")
-    if worst > 1.0:
-        i, j = divmod(int(ratio.argmax()), N)
-        return Verdict(False, rel, tol, worst, 0,
-                       f"C[{i},{j}] = {float(c[i, j]):.6g}, reference {float(ref[i, j]):.6g}: "
-                       f"{worst:.1f}x over the elementwise bound")
-    return Verdict(True, rel, tol, worst, 0)
+    K = A16.shape[1]
+    return compare_gemm(C, A16, B16, C0, alpha, beta, to_f64=lambda x, xp: decode(x, dtype, xp),
+                        elementwise_factor=elementwise_factor(K), tol=normwise_tolerance(K))
 
 
 # The odd-shape sweep (verify.py's, for the rungs that take any shape) and the aligned sweep

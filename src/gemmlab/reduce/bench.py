@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from ..bench import check_each, measured_fields, new_seed, sync_or_raise
+from ..bench import BenchOptions, check_each, measured_fields, new_seed, sync_or_raise, time_enqueue
 from ..bench import raise_on_failure as shared_raise_on_failure
 from ..errors import GemmlabError, LaunchError, OutOfMemoryError
-from ..timing import Stats, Timer
+from ..timing import Stats
 from .problem import ReduceProblem
 from .runner import ReduceRunner, value_of
 from .verify import (SPECIAL_CASES, ReduceVerdict, check_partials, check_sum, make_input, plant_special,
@@ -23,14 +23,7 @@ CEILING = "copy"
 REFERENCE = "cub"
 
 
-@dataclass
-class ReduceOptions:
-    warmup: int = 3
-    repeat: int = 10
-    flush: bool = True
-    check: bool = True
-    min_time_ms: float = 50.0
-    params: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # per implementation
+ReduceOptions = BenchOptions  # the same knobs as every bench (tuned params unused here)
 
 
 @dataclass
@@ -147,8 +140,6 @@ def verify_runner(runner: ReduceRunner, n: int, stream, seed: int | None = None,
 
 def run_point(impl: Any, n: int, stream, options: ReduceOptions, x=None, shares_from=None) -> ReducePoint:
     """Verify (unless options.check is off) and time one implementation on n elements."""
-    from ..cuda.nvml import ClockSampler
-
     problem = ReduceProblem(n)
     params = dict(options.params.get(impl.name, {}))
     result = ReducePoint(impl.name, impl.kind, problem, "ERROR", params=params)
@@ -165,14 +156,7 @@ def run_point(impl: Any, n: int, stream, options: ReduceOptions, x=None, shares_
         if x is None:
             x = _device_input(n, new_seed(), "uniform", False)
         runner.prepare(n)
-        timer = Timer(stream, warmup=options.warmup, repeat=options.repeat, flush=options.flush,
-                      min_time_ms=options.min_time_ms)
-        sampler = ClockSampler()
-        try:
-            result.stats = timer.measure(lambda: runner.enqueue(x, stream), around=sampler)
-        finally:
-            timer.close()
-        result.clocks = sampler.summary()
+        result.stats, result.clocks = time_enqueue(lambda: runner.enqueue(x, stream), stream, options)
         result.status = "PASS" if options.check else "UNCHECKED"
         if shares_from is not None:
             result.shares = shares_from(result)

@@ -11,10 +11,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..cuda.compile import CompiledKernel, Resources, compile_kernel
-from ..errors import NoGPUError
 from ..kernels.reduce.specs import CONTIGUOUS, SINGLE_PASS
 from ..registry import Launch
+from ..runner import PreparedImpl
 from .problem import ReduceProblem
 
 
@@ -32,36 +31,15 @@ def plan(spec, params: Mapping[str, int], n: int) -> list[tuple[int, Launch]]:
         m = launch.grid[0]
 
 
-class ReduceRunner:
+class ReduceRunner(PreparedImpl):
     """A reduce kernel compiled for the current device (or a baseline), ready to enqueue."""
 
     def __init__(self, impl: Any, params: Mapping[str, int] | None = None, arch: str | None = None):
-        self.impl = impl
-        self.compiled: CompiledKernel | None = None
+        super().__init__(impl, params, arch)
         self._bufs: list = []  # ping-pong partial buffers (passes) or [partials] (single pass)
         self._counter = None
         self._scratch = None  # the copy baseline's destination
         self._out = None
-        if impl.kind == "kernel":
-            if arch is None:
-                from ..cuda.device import info
-
-                arch = info().arch
-            self.compiled = compile_kernel(impl, params, arch=arch)
-            self.params = dict(self.compiled.params)
-        else:
-            reason = impl.unavailable_reason()
-            if reason:
-                raise NoGPUError(f"{impl.name} is unavailable: {reason}")
-            self.params = {}
-
-    @property
-    def name(self) -> str:
-        return self.impl.name
-
-    @property
-    def resources(self) -> Resources | None:
-        return self.compiled.resources if self.compiled else None
 
     @property
     def single_pass(self) -> bool:
