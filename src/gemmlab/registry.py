@@ -51,6 +51,7 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shmem: int = 0  # dynamic shared memory in bytes
+    cluster: tuple[int, int, int] = (1, 1, 1)  # blocks per cluster; grid counts blocks, a multiple of it
 
     @property
     def threads(self) -> int:
@@ -85,9 +86,23 @@ class KernelSpec:
     # Shapes the kernel cannot take (alignment, divisibility): "" when it can, else the reason,
     # which the harness raises as one BadArgumentError line before launching.
     problem_check: Callable[[GemmProblem], str] | None = None
+    # The one architecture the kernel is built for, where it needs more than the device's plain
+    # one (wgmma and setmaxnreg: "sm_90a", which runs on sm_90 devices only); None: any.
+    arch: str | None = None
+    # Input types it takes, for ops with several (hgemm: fp16, bf16, tf32); empty: the op's default.
+    dtypes: tuple[str, ...] = ()
     tags: tuple[str, ...] = field(default=())
 
     kind = "kernel"
+
+    def arch_for(self, device_arch: str) -> str:
+        """The architecture to build for on a device of `device_arch`; refuses a device that
+        cannot run the kernel's own architecture (sm_90a code runs on sm_90 only)."""
+        if self.arch is None:
+            return device_arch
+        if self.arch.rstrip("a") != device_arch.rstrip("a"):
+            raise BadArgumentError(f"{self.name} needs {self.arch} (Hopper), this GPU is {device_arch}")
+        return self.arch
 
     @property
     def source_path(self) -> Path:

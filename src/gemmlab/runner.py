@@ -17,7 +17,7 @@ class PreparedImpl:
         self.compiled: CompiledKernel | None = None
         self.params: dict = {}
         if impl.kind == "kernel":
-            self.arch = arch or _device_arch()
+            self.arch = impl.arch_for(arch or _device_arch())
             self.compiled = compile_kernel(impl, params, arch=self.arch)
             self.params = dict(self.compiled.params)
         else:

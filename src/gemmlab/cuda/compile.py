@@ -156,7 +156,9 @@ def parse_ptxas_log(log: str) -> dict[str, Resources]:
 
 def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, arch: str = "sm_90",
                    use_cache: bool = True) -> CompiledKernel:
-    """Compile one instantiation of a kernel to cubin (no GPU needed)."""
+    """Compile one instantiation of a kernel to cubin (no GPU needed). A kernel with its own
+    architecture (wgmma rungs: sm_90a) is built for that one; another family is refused."""
+    arch = spec.arch_for(arch)
     values = spec.resolve(params)
     name_expr = spec.name_expression(values)
     source = spec.source_path.read_text()

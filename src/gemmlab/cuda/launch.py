@@ -40,7 +40,11 @@ def launch_kernel(ck: CompiledKernel, geometry: Launch, stream, *args) -> None:
 
     if max(geometry.grid[1], geometry.grid[2]) > 65535:
         raise LaunchError(f"{ck.spec.name}: grid {geometry.grid} exceeds 65535 in y or z for this shape")
-    config = LaunchConfig(grid=geometry.grid, block=geometry.block, shmem_size=geometry.shmem)
+    if geometry.cluster != (1, 1, 1):  # cuda.core counts the grid in clusters then
+        grid = tuple(g // c for g, c in zip(geometry.grid, geometry.cluster))
+        config = LaunchConfig(grid=grid, cluster=geometry.cluster, block=geometry.block, shmem_size=geometry.shmem)
+    else:
+        config = LaunchConfig(grid=geometry.grid, block=geometry.block, shmem_size=geometry.shmem)
     if geometry.shmem > STATIC_SMEM_LIMIT:
         allow_dynamic_smem(ck, geometry.shmem)
     try:

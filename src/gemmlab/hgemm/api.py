@@ -1,4 +1,5 @@
-"""gemmlab.hgemm: C = alpha * A @ B + beta * C with fp16/bf16 A and B, fp32 accumulation, fp32 C."""
+"""gemmlab.hgemm: C = alpha * A @ B + beta * C with fp16/bf16 A and B (or fp32 A and B multiplied
+as tf32), fp32 accumulation, fp32 C."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -6,8 +7,10 @@ from typing import Any, Mapping
 from ..errors import BadArgumentError
 from ..problem import GemmProblem
 
-DEFAULT_HGEMM = "mma_sync"  # rung 2, the fastest measured (docs/tensor-cores.md)
+DEFAULT_HGEMM = "mma_sync"  # rung 2: the fastest before Hopper (sm_80 and up)
 FALLBACK_HGEMM = "wmma"  # takes any shape: impl=None uses it where rung 2 refuses the shape
+HOPPER_HGEMM = "persistent"  # rung 5 on sm_90: any shape, the fastest measured (docs/tensor-cores.md)
+TF32_HGEMM = "tf32_wgmma"  # fp32 inputs: rung 6 (sm_90 only)
 
 _runners: dict[tuple, Any] = {}
 
@@ -36,9 +39,9 @@ def _as_input(x: Any, what: str):
 
         if not x.is_cuda:
             raise BadArgumentError(f"{what} is a CPU tensor; gemmlab.hgemm needs CUDA tensors")
-        names = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+        names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "tf32"}
         if x.dtype not in names:
-            raise BadArgumentError(f"{what} has dtype {x.dtype}; hgemm needs float16 or bfloat16")
+            raise BadArgumentError(f"{what} has dtype {x.dtype}; hgemm needs float16, bfloat16 or float32 (tf32)")
         t = x.detach()
         if x.dtype == torch.bfloat16:
             t = t.view(torch.uint16) if hasattr(torch, "uint16") else t.view(torch.int16)
@@ -47,20 +50,31 @@ def _as_input(x: Any, what: str):
             a = a.view(cp.uint16)
         return a, names[x.dtype], torch.cuda.current_stream(x.device).cuda_stream
     if isinstance(x, cp.ndarray):
-        if x.dtype != cp.float16:
-            raise BadArgumentError(f"{what} has dtype {x.dtype}; hgemm takes float16 CuPy arrays "
-                                   "(bf16: pass torch bfloat16 tensors)")
-        return x, "fp16", cp.cuda.get_current_stream().ptr
+        names = {cp.dtype(cp.float16): "fp16", cp.dtype(cp.float32): "tf32"}
+        if x.dtype not in names:
+            raise BadArgumentError(f"{what} has dtype {x.dtype}; hgemm takes float16 or float32 (tf32) CuPy "
+                                   "arrays (bf16: pass torch bfloat16 tensors)")
+        return x, names[x.dtype], cp.cuda.get_current_stream().ptr
     raise BadArgumentError(f"{what} must be a CUDA float16/bfloat16 array (torch tensor or CuPy float16), "
                            f"got {type(x).__name__}")
 
 
 def choose_impl(impl: str | None, problem: GemmProblem) -> str:
-    """impl as named; None: the default rung, or the fallback where the default refuses the shape."""
+    """impl as named; None: rung 5 (16-bit) or 6 (tf32) on Hopper, else rung 2, or rung 1 where
+    rung 2 refuses the shape."""
     if impl is not None:
         return impl
     from .. import registry
+    from ..cuda.device import info
     from .runner import refusal
+
+    hopper = info().arch == "sm_90"
+    if problem.dtype == "tf32":
+        if not hopper:
+            raise BadArgumentError(f"fp32 inputs run as tf32 on sm_90 (Hopper) only; this GPU is {info().arch}")
+        return TF32_HGEMM
+    if hopper:
+        return HOPPER_HGEMM
 
     return FALLBACK_HGEMM if refusal(registry.get(DEFAULT_HGEMM, "hgemm"), problem) else DEFAULT_HGEMM
 
@@ -73,9 +87,12 @@ def hgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, 
     A and B are torch float16/bfloat16 CUDA tensors or CuPy float16 arrays; C, when given, is a
     float32 CUDA array of the same family, updated in place and returned; otherwise a new fp32 C
     is returned (beta must then be 0). With beta == 0, C is not read. Non-contiguous inputs are
-    copied first. impl=None (the default) runs `mma_sync` where K % 8 == 0 and N % 8 == 0 and
-    `wmma` (any shape) elsewhere; naming `mma_sync` for such a shape raises BadArgumentError. Accuracy: that of
-    gemmlab.hgemm.verify (fp32 accumulation of exact products).
+    copied first. fp32 A and B (torch float32, CuPy float32) run on the tensor cores as tf32 -
+    LOWER precision than SGEMM (products off by up to ~2^-9 relative; gemmlab.hgemm.verify).
+    impl=None (the default): on Hopper `persistent` (rung 5, any shape) or `tf32_wgmma`; elsewhere
+    `mma_sync` where K % 8 == 0 and N % 8 == 0 and `wmma` (any shape) for the rest; naming a
+    rung for a shape it refuses raises BadArgumentError. Accuracy: that of gemmlab.hgemm.verify
+    (fp32 accumulation of exact products for fp16/bf16).
     """
     import cupy as cp
 

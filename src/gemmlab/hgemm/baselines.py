@@ -9,6 +9,8 @@
   wrappers cannot express the bf16 case. With beta == 0 and alpha == 1 (the bench default)
   the baseline is that single call; otherwise the scaling is extra element-wise kernels, so
   compare timings at alpha = 1, beta = 0.
+For tf32 (fp32 inputs) the same call runs on fp32 tensors with PyTorch's TF32 switch on for
+the call only (cuBLAS TF32 tensor-core GEMM, CUBLAS_COMPUTE_32F_FAST_TF32), then switched back.
 """
 from __future__ import annotations
 
@@ -46,14 +48,53 @@ def _reason() -> str:
     return ""
 
 
+class _tf32_matmul:
+    """PyTorch's fp32 matmuls in TF32 for the `with` block only (the newer fp32_precision
+    switch where it exists, else allow_tf32), restored afterwards."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        import torch
+
+        self.matmul = torch.backends.cuda.matmul
+        if not self.on:
+            return self
+        self.new_api = hasattr(self.matmul, "fp32_precision")
+        if self.new_api:
+            self.saved = self.matmul.fp32_precision
+            self.matmul.fp32_precision = "tf32"
+        else:
+            self.saved = self.matmul.allow_tf32
+            self.matmul.allow_tf32 = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            if self.new_api:
+                self.matmul.fp32_precision = self.saved
+            else:
+                self.matmul.allow_tf32 = self.saved
+        return False
+
+
 _out_ok = [True]  # torch.mm(..., out_dtype=, out=) works; else a copy after the call
 
 
 def _enqueue(problem, A, B, C, handle: int) -> None:
     import torch
 
-    with torch.cuda.stream(torch_stream(handle)):
+    with torch.cuda.stream(torch_stream(handle)), _tf32_matmul(problem.dtype == "tf32"):
         a, b, c = _torch_views(problem, A, B, C)
+        if problem.dtype == "tf32":  # fp32 tensors: the output is fp32 already
+            if problem.beta == 0.0:
+                torch.mm(a, b, out=c)
+                if problem.alpha != 1.0:
+                    c.mul_(problem.alpha)
+            else:
+                c.mul_(problem.beta).add_(torch.mm(a, b), alpha=problem.alpha)
+            return
         if problem.beta == 0.0:  # C is not read: the NaN poison cannot leak in
             if _out_ok[0]:
                 try:

@@ -17,8 +17,10 @@ __all__ = ["HgemmPoint", "hgemm_bytes", "raise_on_failure", "run_bench", "run_po
 
 
 def hgemm_bytes(p: GemmProblem) -> int:
-    """A and B read once (2 bytes each), C written once in fp32 (and read when beta != 0)."""
-    return 2 * (p.M * p.K + p.K * p.N) + 4 * p.M * p.N * (2 if p.beta != 0.0 else 1)
+    """A and B read once (2 bytes an element, 4 for tf32), C written once in fp32 (and read when
+    beta != 0)."""
+    item = 4 if p.dtype == "tf32" else 2
+    return item * (p.M * p.K + p.K * p.N) + 4 * p.M * p.N * (2 if p.beta != 0.0 else 1)
 
 
 @dataclass

@@ -23,8 +23,15 @@ from .verify import ALIGNED_SHAPES, DTYPES, SWEEP_SHAPES, sweep_problems
 def check_dtype(dtype: Optional[str]) -> str:
     dtype = dtype or "fp16"
     if dtype not in DTYPES:
-        raise BadArgumentError(f"--dtype {dtype!r}: choose fp16 or bf16")
+        raise BadArgumentError(f"--dtype {dtype!r}: choose fp16, bf16 or tf32")
     return dtype
+
+
+def for_dtype(impls: list, impl: str, dtype: str) -> list:
+    """--impl all keeps the kernels that take `dtype` (a named one is kept, and refused loudly)."""
+    if impl.strip() != "all":
+        return impls
+    return [i for i in impls if not getattr(i, "dtypes", ()) or dtype in i.dtypes]
 
 
 def with_dtype(problems: list[GemmProblem], dtype: str) -> list[GemmProblem]:
@@ -41,7 +48,7 @@ def verify_hgemm(impl: str = "all", dtype: Optional[str] = None, M: Optional[int
     from .runner import refusal
 
     dtype = check_dtype(dtype)
-    impls = registry.select(impl, op="hgemm")
+    impls = for_dtype(registry.select(impl, op="hgemm"), impl, dtype)
     chosen = params_for(impls, params)
     impls = [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
     one = M is not None or N is not None or K is not None
@@ -100,7 +107,7 @@ def bench_hgemm(impl: str = "all", dtype: Optional[str] = None, M: Optional[int]
     from .bench import raise_on_failure, run_bench
 
     dtype = check_dtype(dtype)
-    impls = registry.select(impl, op="hgemm")
+    impls = for_dtype(registry.select(impl, op="hgemm"), impl, dtype)
     chosen = params_for(impls, params)
     problems = with_dtype(_problems(M, N, K, sizes, alpha, beta, DEFAULT_SIZES), dtype)
     impls = [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
@@ -112,5 +119,7 @@ def bench_hgemm(impl: str = "all", dtype: Optional[str] = None, M: Optional[int]
     results = record_and_report(run_bench, impls, problems, options, bench_tables, store=store, run_id=run_id,
                                 command=command, db=db, csv=csv, json_out=json_out, markdown=markdown,
                                 batch_prefix=f"bench_hgemm_{dtype}",
-                                header=(f"hgemm: {dtype} inputs, fp32 accumulation, fp32 output",))
+                                header=(("hgemm: fp32 inputs multiplied as tf32 (lower precision than SGEMM), "
+                                         "fp32 accumulation, fp32 output") if dtype == "tf32" else
+                                        f"hgemm: {dtype} inputs, fp32 accumulation, fp32 output",))
     raise_on_failure(results)  # exit 1 after everything is stored and shown

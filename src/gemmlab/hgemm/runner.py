@@ -1,8 +1,9 @@
 """One interface over the hgemm kernels and baselines: compile once per input dtype, enqueue.
 
-A and B are 16-bit CuPy arrays (float16 for fp16, uint16 bits for bf16), C is float32. The
-kernel's shape rule (KernelSpec.problem_check) and the 16-byte alignment of every pointer are
-checked before a launch, each refused as one BadArgumentError line.
+A and B are CuPy arrays (float16 for fp16, uint16 bits for bf16, float32 for tf32), C is
+float32. The kernel's input types (KernelSpec.dtypes), its shape rule (problem_check) and the
+16-byte alignment of every pointer are checked before a launch, each refused as one
+BadArgumentError line. The TMA rungs (tag "tma") launch through gemmlab.hgemm.tma.
 """
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from ..runner import PreparedImpl
 
 def refusal(impl: Any, problem: GemmProblem) -> str:
     """Why `impl` cannot run `problem` ("" when it can)."""
+    dtypes = getattr(impl, "dtypes", ()) or ()
+    if dtypes and problem.dtype not in dtypes:
+        return f"{impl.name} takes {' or '.join(dtypes)} inputs, not {problem.dtype}"
     check = getattr(impl, "problem_check", None)
     reason = check(problem) if check is not None else ""
     return f"{impl.name} {reason}" if reason else ""
@@ -26,9 +30,9 @@ class HgemmRunner(PreparedImpl):
 
     def __init__(self, impl: Any, params: Mapping[str, int] | None = None, dtype: str = "fp16",
                  arch: str | None = None):
-        # BF16 is the dtype's template flag, not a tuned parameter: set it for kernels only
-        if impl.kind == "kernel":
-            params = {**(params or {}), "BF16": dtype_flag(dtype)}
+        # DTYPE is the dtype's template flag, not a tuned parameter: set it where a kernel has one
+        if impl.kind == "kernel" and any(p.name == "DTYPE" for p in impl.params):
+            params = {**(params or {}), "DTYPE": dtype_flag(dtype)}
         super().__init__(impl, params, arch)
         self.dtype = dtype
 
@@ -47,7 +51,11 @@ class HgemmRunner(PreparedImpl):
     def enqueue(self, problem: GemmProblem, A, B, C, stream) -> None:
         """C = alpha*A@B + beta*C on `stream` (a cuda.core Stream)."""
         self.check(problem, A, B, C)
-        if self.compiled is not None:
+        if self.compiled is not None and "tma" in self.impl.tags:
+            from .tma import launch_tma
+
+            launch_tma(self, problem, A, B, C, stream)
+        elif self.compiled is not None:
             from ..cuda.launch import launch_gemm
 
             geometry = self.impl.launch(problem, self.params)

@@ -26,6 +26,16 @@ u = 2^-24, and it is biased, so errors add coherently instead of as a random wal
    measures about 1e-6. What it fails: a dropped or repeated 16-wide K step (relative error
    ~ sqrt(16/K) >= 1.6% up to K = 65536), fp16 accumulation (~2^-11 per add: ~1e-3 and up),
    an output rounded to bf16 (~1e-3); a C rounded to fp16 (~2e-4) fails it up to K ~ 6500.
+tf32 (rung 6: fp32 inputs, multiplied as tf32). The tensor cores read only the top 19 bits of
+each fp32 input (1 sign, 8 exponent, 10 mantissa): a truncation with relative error < 2^-10, so
+a product is off by < 2^-9 + 2^-20 before any accumulation - a LOWER precision than SGEMM's.
+   elementwise: |C - ref| <= (2^-9 + 2^-20 + (K + 2) * 2^-22) * (|alpha| |A| @ |B| + |beta| |C0|)
+   normwise:    ||C - ref||_F / ||ref||_F <= 2^-8
+The reference is the fp64 product of the fp32 inputs (not of their tf32 truncations): that is
+what a user of an fp32 GEMM asks for, so the bounds state the price of tf32. Truncation is
+biased (every magnitude shrinks, by ~2^-11 on average), so the normwise error is coherent,
+~1e-3; 2^-8 = 3.9e-3 leaves room and still fails a dropped 8-wide K step (sqrt(8/K) > 2^-8 up to
+K ~ 500,000) or an output rounded to bf16.
 NaN or inf anywhere fails: with beta == 0 C starts as NaN, so an unwritten element, or a kernel
 that reads C although beta == 0, leaves a NaN behind.
 """
@@ -38,21 +48,24 @@ from ..problem import GemmProblem
 from ..verify import Verdict, compare_gemm
 
 U_TC = 2.0 ** -22  # the elementwise bound's unit roundoff (2 x truncation's 2^-23)
-DTYPES = ("fp16", "bf16")
+TF32_PRODUCT = 2.0 ** -9 + 2.0 ** -20  # relative error of a product of two tf32-truncated inputs
+DTYPES = ("fp16", "bf16", "tf32")
 
 
-def normwise_tolerance(K: int) -> float:
+def normwise_tolerance(K: int, dtype: str = "fp16") -> float:
+    if dtype == "tf32":
+        return 2.0 ** -8
     return max(2e-5, K * 2.0 ** -25)
 
 
-def elementwise_factor(K: int) -> float:
-    return (K + 2) * U_TC
+def elementwise_factor(K: int, dtype: str = "fp16") -> float:
+    return (K + 2) * U_TC + (TF32_PRODUCT if dtype == "tf32" else 0.0)
 
 
 # -- rounding to the input dtype (xp: numpy or cupy) ---------------------------------------
 
 def round_to(x, dtype: str, xp=np):
-    """fp32 values -> the 16-bit storage of `dtype`, rounded to nearest even.
+    """fp32 values -> the storage of `dtype`, rounded to nearest even (tf32: fp32 itself).
 
     fp16: a float16 array. bf16: a uint16 array of bf16 bits (NumPy and CuPy have no bf16 type):
     the top half of the fp32 bits after adding 0x7FFF plus the lowest kept bit (ties to even);
@@ -63,6 +76,8 @@ def round_to(x, dtype: str, xp=np):
     if dtype == "bf16":
         u = xp.ascontiguousarray(x, dtype=xp.float32).view(xp.uint32)
         return ((u + xp.uint32(0x7FFF) + ((u >> 16) & xp.uint32(1))) >> 16).astype(xp.uint16)
+    if dtype == "tf32":  # stored as fp32; the kernel's truncation is part of what is measured
+        return xp.ascontiguousarray(x, dtype=xp.float32)
     raise ValueError(f"dtype must be one of {DTYPES}, not {dtype!r}")
 
 
@@ -72,6 +87,8 @@ def decode(x16, dtype: str, xp=np):
         return x16.astype(xp.float64)
     if dtype == "bf16":
         return (x16.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
+    if dtype == "tf32":
+        return x16.astype(xp.float64)
     raise ValueError(f"dtype must be one of {DTYPES}, not {dtype!r}")
 
 
@@ -94,7 +111,7 @@ def compare(C, A16, B16, C0, alpha: float, beta: float, dtype: str) -> Verdict:
     """Check C (fp32, device or host) against the fp64 product of the same 16-bit inputs."""
     K = A16.shape[1]
     return compare_gemm(C, A16, B16, C0, alpha, beta, to_f64=lambda x, xp: decode(x, dtype, xp),
-                        elementwise_factor=elementwise_factor(K), tol=normwise_tolerance(K))
+                        elementwise_factor=elementwise_factor(K, dtype), tol=normwise_tolerance(K, dtype))
 
 
 # The odd-shape sweep (verify.py's, for the rungs that take any shape) and the aligned sweep

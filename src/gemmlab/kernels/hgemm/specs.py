@@ -1,9 +1,10 @@
 """Specs of the tensor-core GEMM ladder (issue 7): fp16 or bf16 A and B, fp32 accumulation, fp32 C.
 
-Every kernel has the SGEMM signature with 16-bit inputs,
+Rungs 1-2 have the SGEMM signature with 16-bit inputs,
     (int M, int N, int K, float alpha, const bits16* A, const bits16* B, float beta, float* C),
-row-major contiguous A (MxK), B (KxN), C (MxN). The first template parameter, BF16, is the
-input type (0: fp16, 1: bf16); the harness sets it from the problem's dtype, it is not tuned.
+row-major contiguous A (MxK), B (KxN), C (MxN); rungs 3-6 (specs_hopper.py) take TMA tensor
+maps instead of A and B pointers. The first template parameter, DTYPE, is the input type (0:
+fp16, 1: bf16; the tf32 rung has none); the harness sets it from the problem's dtype, it is not tuned.
 Constraints mirror the kernels' static_asserts; `problem_check` states the shapes a rung
 refuses (rung 2: K % 8 and N % 8, for 16-byte cp.async chunks).
 """
@@ -12,15 +13,16 @@ from __future__ import annotations
 from ...problem import GemmProblem
 from ...registry import Constraint, KernelSpec, Launch, Param, cdiv, register
 
-DTYPES = ("fp16", "bf16")
+DTYPES = ("fp16", "bf16", "tf32")  # tf32: fp32 inputs multiplied as tf32 (rung 6 only)
+HALF_DTYPES = ("fp16", "bf16")
 MAX_DYNAMIC_SMEM = 227 * 1024  # sm_90's opt-in limit per block (sm_80: 163 KB; launch refuses clearly)
 
 
 def dtype_flag(dtype: str) -> int:
-    """The BF16 template argument of a problem dtype."""
+    """The DTYPE template argument of a problem dtype (0 fp16, 1 bf16, 2 tf32)."""
     if dtype not in DTYPES:
         raise ValueError(f"hgemm dtype must be one of {DTYPES}, not {dtype!r}")
-    return int(dtype == "bf16")
+    return DTYPES.index(dtype)
 
 
 def _threads(v) -> int:
@@ -29,14 +31,14 @@ def _threads(v) -> int:
 
 def _common_constraints() -> tuple[Constraint, ...]:
     return (
-        Constraint("BF16 must be 0 (fp16) or 1 (bf16)", lambda v: v["BF16"] in (0, 1)),
+        Constraint("DTYPE must be 0 (fp16) or 1 (bf16)", lambda v: v["DTYPE"] in (0, 1)),
         Constraint("warp tiles must divide the block tile", lambda v: v["BM"] % v["WM"] == 0 and v["BN"] % v["WN"] == 0),
         Constraint("WM and WN must be multiples of 16", lambda v: v["WM"] % 16 == 0 and v["WN"] % 16 == 0),
     )
 
 
-def _bf16_param() -> Param:
-    return Param("BF16", 0, (0, 1), "input type, set from the problem's dtype (0 fp16, 1 bf16)")
+def dtype_param() -> Param:
+    return Param("DTYPE", 0, (0, 1), "input type, set from the problem's dtype (0 fp16, 1 bf16)")
 
 
 # -- rung 1: wmma --------------------------------------------------------------------------
@@ -55,14 +57,14 @@ WMMA = KernelSpec(
     idea="warps multiply 16x16x16 fp16/bf16 fragments on the tensor cores (nvcuda::wmma), fp32 accumulate; "
          "any shape (vector loads where aligned, zero-filled edges)",
     source="hgemm/01_wmma.cu", entry="gemmlab::hgemm_wmma",
-    params=(_bf16_param(), Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)),
+    params=(dtype_param(), Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)),
             Param("BK", 32, (16, 32, 64)), Param("WM", 64, (32, 64)), Param("WN", 32, (32, 64))),
     constraints=_common_constraints() + (
         Constraint("BK must be a multiple of 16", lambda v: v["BK"] % 16 == 0),
         Constraint("at most 128 fp32 accumulators per thread: (WM/16)*(WN/16)*8 <= 128",
                    lambda v: (v["WM"] // 16) * (v["WN"] // 16) * 8 <= 128),
     ),
-    threads=_threads, smem_bytes=_wmma_smem,
+    threads=_threads, smem_bytes=_wmma_smem, dtypes=HALF_DTYPES,
     geometry=lambda p, v: _grid(p, v),
 )
 
@@ -87,7 +89,7 @@ MMA_SYNC = KernelSpec(
     idea="the PTX under wmma: ldmatrix(.trans) from XOR-swizzled unpadded tiles, a STAGES-deep cp.async "
          "ring, fp32 accumulators in registers",
     source="hgemm/02_mma_sync.cu", entry="gemmlab::hgemm_mma_sync",
-    params=(_bf16_param(), Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)),
+    params=(dtype_param(), Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)),
             Param("BK", 32, (16, 32, 64)), Param("WM", 64, (32, 64)), Param("WN", 64, (32, 64)),
             Param("STAGES", 4, (2, 3, 4, 5))),
     constraints=_common_constraints() + (
@@ -105,7 +107,9 @@ MMA_SYNC = KernelSpec(
     ),
     threads=_threads, smem_bytes=lambda v: 0,
     geometry=lambda p, v: _grid(p, v, mma_sync_smem(v)),
-    problem_check=aligned_rows,
+    problem_check=aligned_rows, dtypes=HALF_DTYPES,
 )
 
 register(WMMA, MMA_SYNC)
+
+from . import specs_hopper  # noqa: E402,F401  rungs 3-6 register after these, in ladder order

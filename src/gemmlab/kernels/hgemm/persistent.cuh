@@ -1,0 +1,178 @@
+// The body of tensor-core rungs 5 (fp16/bf16) and 6 (tf32): a persistent, warp-specialised,
+// clustered wgmma GEMM with TMA loads (B multicast across the cluster) and TMA stores of C.
+#pragma once
+
+#include "hopper.cuh"
+#include "wgmma_ops.cuh"
+
+namespace gemmlab {
+namespace hop {
+
+// Cluster tile `tile` -> (row, column) of cluster tiles, in groups of `group` tile rows: the
+// CTAs running at one time share few rows of A and few columns of B, so both stay in L2.
+__device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int group, int& tm, int& tn) {
+    const int per_group = group * tiles_n;
+    const int first = (tile / per_group) * group;
+    const int rows = min(group, tiles_m - first);
+    const int r = tile % per_group;
+    tm = first + r % rows;
+    tn = r / rows;
+}
+
+// KIND: 0 fp16, 1 bf16 (B row-major KxN, read N-major), 2 tf32 (B given transposed, NxK, read
+// K-major: wgmma has no transpose for 32-bit types). C is fp32, ldc its row stride in elements.
+template <int KIND, int BN, int STAGES, int CM, int GROUP_M>
+__device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap& tmB, const TmaMap& tmC, int M, int N,
+                                                int K, float alpha, float beta, const float* __restrict__ Cin,
+                                                int ldc) {
+    constexpr bool TF32 = KIND == 2;
+    constexpr int EB = TF32 ? 4 : 2;            // bytes per input element
+    constexpr int BM = 128, BK = 128 / EB;      // a K tile is one 128-byte swizzled row
+    constexpr int KSTEP = 32 / EB;              // wgmma K: 16 (16-bit) or 8 (tf32), 32 bytes
+    constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
+    constexpr int B_CHUNK = BK * 128;           // 16-bit B: 64 columns x BK rows
+    constexpr int B_PART = BN / CM;             // B columns (16-bit) or rows (tf32) one CTA loads
+    constexpr int C_COLS = 32, C_BUF = 64 * C_COLS * 4;  // a staged C chunk: 64 rows x 128 bytes
+    constexpr int CONSUMER_WARPS = 8;
+    static_assert(BN == 128 || BN == 256, "BN is 128 or 256 (one wgmma per K step)");
+    static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs along M");
+    static_assert(TF32 || B_PART % 64 == 0, "each CTA multicasts whole 64-column chunks of B");
+    static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    unsigned char* smem = smem_raw + ((1024 - (hg::smem_u32(smem_raw) & 1023)) & 1023);
+    unsigned char* cbuf = smem + STAGES * STAGE_BYTES;  // 2 consumers x 2 buffers of C_BUF
+
+    const int tid = threadIdx.x, wg = tid / 128, t = tid % 128;
+    const int rank = CM > 1 ? (int)cluster_rank() : 0;
+    const int cluster = CM > 1 ? (int)cluster_id_x() : (int)blockIdx.x;
+    const int clusters = CM > 1 ? (int)cluster_count_x() : (int)gridDim.x;
+    const int tiles_m = (M + BM * CM - 1) / (BM * CM), tiles_n = (N + BN - 1) / BN;
+    const int tiles = tiles_m * tiles_n, ktiles = (K + BK - 1) / BK;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], CONSUMER_WARPS * CM);  // every consumer warp of every CTA it feeds
+        }
+        fence_barrier_init();
+    }
+    cluster_sync();  // barriers initialised in every CTA before any peer multicasts into them
+
+    if (wg == 0) {  // producer: one thread issues every copy
+        setmaxnreg_dec<40>();
+        if (t == 0) {
+            int it = 0;
+            for (int tile = cluster; tile < tiles; tile += clusters) {
+                int tm, tn;
+                tile_coords(tile, tiles_m, tiles_n, GROUP_M, tm, tn);
+                const int m0 = (tm * CM + rank) * BM, n0 = tn * BN;
+                for (int k = 0; k < ktiles; ++k, ++it) {
+                    const int s = it % STAGES;
+                    if (it >= STAGES) mbar_wait(&empty[s], (it / STAGES - 1) & 1);
+                    unsigned char* as = smem + s * STAGE_BYTES;
+                    unsigned char* bs = as + A_BYTES;
+                    mbar_expect_tx(&full[s], STAGE_BYTES);  // A, and all of B: ours and the peer's
+                    tma_load_2d(as, tmA, &full[s], k * BK, m0);
+                    if constexpr (TF32) {
+                        if constexpr (CM > 1)
+                            tma_load_2d_multicast(bs + rank * B_PART * 128, tmB, &full[s], k * BK, n0 + rank * B_PART,
+                                                  (1 << CM) - 1);
+                        else
+                            tma_load_2d(bs, tmB, &full[s], k * BK, n0);
+                    } else {
+#pragma unroll
+                        for (int c = 0; c < B_PART / 64; ++c) {
+                            const int chunk = rank * (B_PART / 64) + c;
+                            if constexpr (CM > 1)
+                                tma_load_2d_multicast(bs + chunk * B_CHUNK, tmB, &full[s], n0 + 64 * chunk, k * BK,
+                                                      (1 << CM) - 1);
+                            else
+                                tma_load_2d(bs + chunk * B_CHUNK, tmB, &full[s], n0 + 64 * chunk, k * BK);
+                        }
+                    }
+                }
+            }
+        }
+    } else {  // consumers: warpgroup 1 rows 0..63 of the CTA's tile, warpgroup 2 rows 64..127
+        setmaxnreg_inc<232>();
+        const int half = wg - 1;
+        unsigned char* my_cbuf = cbuf + half * 2 * C_BUF;
+        auto release = [&](int s) {  // this warp no longer reads stage s, in any CTA it came to
+            if (t % 32 == 0) {
+#pragma unroll
+                for (int c = 0; c < CM; ++c) {
+                    if constexpr (CM > 1)
+                        mbar_arrive_cluster(&empty[s], c);
+                    else
+                        mbar_arrive(&empty[s]);
+                }
+            }
+        };
+        float acc[BN / 2];
+        int it = 0;
+        for (int tile = cluster; tile < tiles; tile += clusters) {
+            int tm, tn;
+            tile_coords(tile, tiles_m, tiles_n, GROUP_M, tm, tn);
+            const int m0 = (tm * CM + rank) * BM + 64 * half, n0 = tn * BN;
+            for (int k = 0; k < ktiles; ++k, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(&full[s], (it / STAGES) & 1);
+                const unsigned char* as = smem + s * STAGE_BYTES + half * 64 * 128;
+                const unsigned char* bs = smem + s * STAGE_BYTES + A_BYTES;
+                fence_operands(acc);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BK / KSTEP; ++kk) {
+                    const unsigned long long da = make_desc(as + kk * 32, 16, 1024);
+                    const unsigned long long db = TF32 ? make_desc(bs + kk * 32, 16, 1024)
+                                                       : make_desc(bs + kk * KSTEP * 128, B_CHUNK, 1024);
+                    wgmma<BN, KIND, TF32 ? 0 : 1>(acc, da, db, (k > 0 || kk > 0) ? 1 : 0);
+                }
+                wgmma_commit();
+                wgmma_wait<1>();
+                fence_operands(acc);
+                if (k > 0) release((it - 1) % STAGES);
+            }
+            wgmma_wait<0>();
+            fence_operands(acc);
+            release((it - 1) % STAGES);
+
+            // Epilogue: 32-column chunks through two swizzled staging buffers, each stored by
+            // TMA (which clips rows >= M and columns >= N) while the next one is filled.
+#pragma unroll
+            for (int j = 0; j < BN / C_COLS; ++j) {
+                unsigned char* buf = my_cbuf + (j % 2) * C_BUF;
+                if (t == 0) bulk_wait_read<1>();  // the store that last read `buf` is done with it
+                named_barrier(1 + half, 128);
+#pragma unroll
+                for (int q = 0; q < C_COLS / 4; ++q) {
+                    const int i = j * (C_COLS / 2) + 2 * q;  // accumulator pair in column chunk j
+                    const int r = acc_row(t, i), c = acc_col(t, i) - j * C_COLS;
+                    float v0 = alpha * acc[i], v1 = alpha * acc[i + 1];
+                    if (beta != 0.0f) {
+                        const int gr = m0 + r, gc = n0 + j * C_COLS + c;
+                        if (gr < M && gc < N) v0 += beta * Cin[(long long)gr * ldc + gc];
+                        if (gr < M && gc + 1 < N) v1 += beta * Cin[(long long)gr * ldc + gc + 1];
+                    }
+                    // 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8)
+                    const int byte = c * 4;
+                    *reinterpret_cast<float2*>(buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15)) =
+                        make_float2(v0, v1);
+                }
+                fence_proxy_async();
+                named_barrier(1 + half, 128);
+                if (t == 0) {
+                    tma_store_2d(tmC, buf, n0 + j * C_COLS, m0);
+                    bulk_commit();
+                }
+            }
+        }
+        if (t == 0) bulk_wait_all();
+    }
+    cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
+}
+
+}  // namespace hop
+}  // namespace gemmlab
