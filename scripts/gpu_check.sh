@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One command on a GPU machine: the test suite (CPU + GPU tests, compute-sanitizer memcheck
-# and racecheck inside it), then the default SGEMM benchmark against cuBLAS and the
-# reduction benchmark against CUB, logs in one folder (six files, so that a lent machine's
+# and racecheck inside it), then the default SGEMM benchmark against cuBLAS, the reduction
+# benchmark against CUB and the tensor-core (hgemm) benchmarks against cuBLAS in bf16, fp16
+# and tf32, logs in one folder (six files, so that a lent machine's
 # eight-file limit on returned output is respected).
 #   scripts/gpu_check.sh [OUTDIR]          (default ./gpu-check)
 # Extra arguments after OUTDIR go to the SGEMM `gemmlab bench` (e.g. --sizes 1024,4096).
 # Runs from the source tree (PYTHONPATH=src), as the GPU machines have no package index.
+# GPU_CHECK_PARTS="tests" or "bench" runs one half (each fits a 10-minute device call).
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-./gpu-check}" && cd "${1:-./gpu-check}" && pwd)
@@ -18,6 +20,8 @@ status=0
 
 { date -u +%FT%TZ; nvidia-smi || true; "$py" -m gemmlab.cli env; } > "$out/summary.txt" 2>&1
 
+parts=${GPU_CHECK_PARTS:-tests bench}
+if [[ " $parts " == *" tests "* ]]; then
 echo "== tests" | tee -a "$out/summary.txt"
 (cd "$root" && "$py" -m pytest tests -q -rs -p no:cacheprovider 2>&1) | tee "$out/pytest.log" || status=1
 tail -n 1 "$out/pytest.log" >> "$out/summary.txt"
@@ -27,13 +31,24 @@ for f in "$work"/sanitizer/*.log; do
     echo "$(basename "$f"): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -n 1)" >> "$out/summary.txt"
 done
 
+fi
+
+if [[ " $parts " == *" bench "* ]]; then
 echo "== benchmarks" | tee -a "$out/summary.txt"
 (cd "$work" && "$py" -m gemmlab.cli bench --db "$out/results.db" --markdown "$work/sgemm.md" "$@" 2>&1) \
     | tee "$out/bench.log" || status=1
 (cd "$work" && "$py" -m gemmlab.cli bench --op reduce --impl all --n 1024,65536,1048576,16777216,268435456 \
     --db "$out/results.db" --markdown "$work/reduce.md" 2>&1) | tee -a "$out/bench.log" || status=1
-cat "$work"/sgemm.md "$work"/reduce.md > "$out/bench.md" 2>/dev/null
+hsizes=1024,2048,4096,8192,4097,1000x3000x2000
+for dt in bf16 fp16; do
+    (cd "$work" && "$py" -m gemmlab.cli bench --op hgemm --dtype "$dt" --impl all --sizes "$hsizes" \
+        --db "$out/results.db" --markdown "$work/hgemm_$dt.md" 2>&1) | tee -a "$out/bench.log" || status=1
+done
+(cd "$work" && "$py" -m gemmlab.cli bench --op hgemm --dtype tf32 --impl all --sizes 4096,8192,4097,1000x3000x2000 \
+    --db "$out/results.db" --markdown "$work/hgemm_tf32.md" 2>&1) | tee -a "$out/bench.log" || status=1
+cat "$work"/sgemm.md "$work"/reduce.md "$work"/hgemm_*.md > "$out/bench.md" 2>/dev/null
 rm -f "$out"/bench_*.txt  # the timestamped batch files repeat bench.log
+fi
 
 echo "gpu_check: exit $status, logs in $out" | tee -a "$out/summary.txt"
 exit $status

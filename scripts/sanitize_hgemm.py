@@ -1,4 +1,4 @@
-"""Run every hgemm kernel on awkward shapes, fp16 and bf16, for compute-sanitizer to watch.
+"""Run every hgemm kernel on awkward shapes, fp16 and bf16 (tf32 for rung 6), for compute-sanitizer to watch.
 
     compute-sanitizer --tool memcheck --error-exitcode 1 python scripts/sanitize_hgemm.py [names]
     compute-sanitizer --tool racecheck --racecheck-report all python scripts/sanitize_hgemm.py
@@ -26,8 +26,10 @@ def main(argv: list[str]) -> int:
     names = argv[0] if argv else "all"
     impls = registry.select(names, op="hgemm", with_baselines=False)
     failed = 0
-    for dtype in ("fp16", "bf16"):
+    for dtype in ("fp16", "bf16", "tf32"):
         for impl in impls:
+            if dtype not in (impl.dtypes or ("fp16", "bf16")):
+                continue
             problems = [p for p in sweep_problems(dtype, ANY_SHAPES + ALIGNED_SHAPES) if not refusal(impl, p)]
             for r in verify_sweep([impl], problems, dtype, host_data=True):
                 p = r.problem

@@ -3,6 +3,8 @@ bad input (--dtype elsewhere, an unknown dtype, a shape a rung refuses); the hge
 tables from fake points."""
 import pytest
 
+from gemmlab.errors import BadArgumentError
+
 from gemmlab.bench import BenchOptions
 from gemmlab.cli import main
 from gemmlab.cuda.device import gpu_available
@@ -24,8 +26,8 @@ def run(capsys, *args):
     (["bench", "--dtype", "bf16"], "--dtype is for --op hgemm"),
     (["bench", "--op", "reduce", "--dtype", "fp16"], "--dtype is for --op hgemm"),
     (["verify", "--dtype", "fp16"], "--dtype is for --op hgemm"),
-    (["bench", "--op", "hgemm", "--dtype", "fp8"], "--dtype 'fp8': choose fp16 or bf16"),
-    (["verify", "--op", "hgemm", "--dtype", "fp32"], "choose fp16 or bf16"),
+    (["bench", "--op", "hgemm", "--dtype", "fp8"], "--dtype 'fp8': choose fp16, bf16 or tf32"),
+    (["verify", "--op", "hgemm", "--dtype", "fp32"], "choose fp16, bf16 or tf32"),
     (["bench", "--op", "hgemm", "--impl", "naive"], "not hgemm"),
     (["bench", "--op", "hgemm", "--n", "5"], "--n is for --op reduce"),
     (["bench", "--op", "hgemm", "--impl", "mma_sync", "--params", "BN=96,WN=32"], "B swizzle"),
@@ -84,7 +86,12 @@ def test_rows_and_tables():
 def test_api_default_falls_back_only_when_unnamed():
     from gemmlab.hgemm.api import choose_impl
 
-    assert choose_impl(None, GemmProblem(64, 64, 64, dtype="bf16")) == "mma_sync"
-    assert choose_impl(None, GemmProblem(64, 64, 12, dtype="bf16")) == "wmma"
-    assert choose_impl(None, GemmProblem(64, 9, 64, dtype="fp16")) == "wmma"
-    assert choose_impl("mma_sync", GemmProblem(64, 64, 12, dtype="fp16")) == "mma_sync"  # refused at launch
+    assert choose_impl(None, GemmProblem(64, 64, 64, dtype="bf16"), "sm_80") == "mma_sync"
+    assert choose_impl(None, GemmProblem(64, 64, 12, dtype="bf16"), "sm_80") == "wmma"
+    assert choose_impl(None, GemmProblem(64, 9, 64, dtype="fp16"), "sm_80") == "wmma"
+    assert choose_impl("mma_sync", GemmProblem(64, 64, 12, dtype="fp16"), "sm_80") == "mma_sync"  # refused at launch
+    # Hopper: rung 5 for any shape, rung 6 for fp32 inputs (tf32), which other GPUs refuse
+    assert choose_impl(None, GemmProblem(64, 9, 64, dtype="bf16"), "sm_90") == "persistent"
+    assert choose_impl(None, GemmProblem(64, 9, 64, dtype="tf32"), "sm_90") == "tf32_wgmma"
+    with pytest.raises(BadArgumentError, match="tf32 on sm_90"):
+        choose_impl(None, GemmProblem(64, 64, 64, dtype="tf32"), "sm_80")

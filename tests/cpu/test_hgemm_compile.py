@@ -1,6 +1,7 @@
-"""Every hgemm rung compiles with NVRTC for sm_80 and sm_90, for fp16 and bf16, with no GPU:
-zero spills, no local memory, static shared memory as the spec says; the largest and smallest
-points of each declared space that satisfy the constraints compile too."""
+"""Every hgemm rung compiles with NVRTC with no GPU - rungs 1-2 for sm_80 and sm_90, the wgmma
+rungs 3-6 for sm_90a - for each input type it takes: zero spills, no local memory, static shared
+memory as the spec says; the largest and smallest points of each declared space that satisfy
+the constraints compile too. (tests/cpu/test_hgemm_hopper.py: the Hopper rungs' own checks.)"""
 import pytest
 
 from gemmlab import registry
@@ -8,6 +9,13 @@ from gemmlab.cuda import compile as cc
 from gemmlab.errors import ConstraintError
 
 KERNELS = registry.kernels("hgemm")
+PORTABLE = [s for s in KERNELS if s.arch is None]  # rungs 1-2: sm_80 and up
+HOPPER = [s for s in KERNELS if s.arch == "sm_90a"]  # rungs 3-6
+
+
+def _dtype_flags(spec):
+    """The DTYPE values a kernel is built with (none for the tf32 rung, which has no flag)."""
+    return [0, 1] if any(p.name == "DTYPE" for p in spec.params) else [None]
 
 
 @pytest.fixture(autouse=True)
@@ -25,28 +33,38 @@ def _check(ck, spec, arch):
 
 
 def test_the_ladder_is_registered_in_order():
-    assert [s.name for s in KERNELS] == ["wmma", "mma_sync"]
-    assert [s.rung for s in KERNELS] == [1, 2]
+    assert [s.name for s in KERNELS] == ["wmma", "mma_sync", "tma_wgmma", "warp_specialized", "persistent",
+                                         "tf32_wgmma"]
+    assert [s.rung for s in KERNELS] == [1, 2, 3, 4, 5, 6]
     assert registry.get("cublas", "hgemm").op == "hgemm"
     for spec in KERNELS:
-        assert spec.params[0].name == "BF16", "the dtype flag is the first template argument"
+        if spec.dtypes != ("tf32",):
+            assert spec.params[0].name == "DTYPE", "the dtype flag is the first template argument"
         text = spec.source_path.read_text()
         assert text.startswith(f"// Tensor-core rung {spec.rung} - "), "the header convention"
-        assert "Idea:" in text and "Should move:" in text and "Output: C is fp32" in text
+        assert "Idea:" in text and "Should move:" in text and "Output:" in text and "fp32" in text
 
 
-@pytest.mark.parametrize("bf16", [0, 1], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("flag", [0, 1], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
-def test_every_rung_compiles_without_spills(spec, arch, bf16):
-    ck = cc.compile_kernel(spec, {"BF16": bf16}, arch=arch)
+@pytest.mark.parametrize("spec", PORTABLE, ids=lambda s: s.name)
+def test_every_rung_compiles_without_spills(spec, arch, flag):
+    ck = cc.compile_kernel(spec, {"DTYPE": flag}, arch=arch)
     _check(ck, spec, arch)
-    assert ck.name_expression.startswith(f"{spec.entry}<{bf16}, ")
+    assert ck.name_expression.startswith(f"{spec.entry}<{flag}, ")
+
+
+@pytest.mark.parametrize("spec", HOPPER, ids=lambda s: s.name)
+def test_every_hopper_rung_compiles_for_sm_90a_without_spills(spec):
+    for flag in _dtype_flags(spec):
+        ck = cc.compile_kernel(spec, {} if flag is None else {"DTYPE": flag}, arch="sm_90")
+        assert ck.arch == "sm_90a", "asked for sm_90, a wgmma kernel is built for sm_90a"
+        _check(ck, spec, "sm_90a")
 
 
 @pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
 def test_extreme_configurations_compile_without_spills(spec):
-    space = {p.name: p.space for p in spec.params if p.name != "BF16"}
+    space = {p.name: p.space for p in spec.params if p.name != "DTYPE"}
     tried = 0
     for pick in (min, max):
         values = {**spec.defaults, **{name: pick(s) for name, s in space.items()}}
@@ -54,6 +72,9 @@ def test_extreme_configurations_compile_without_spills(spec):
             continue
         _check(cc.compile_kernel(spec, values, arch="sm_90"), spec, "sm_90")
         tried += 1
+    assert tried, f"{spec.name}: neither extreme of its space is valid"
+    if spec.arch is not None:
+        return
     small = {**spec.defaults, "BM": 64, "BN": 64, "WM": 32, "WN": 32}
     assert not spec.failed_constraints(small)
     _check(cc.compile_kernel(spec, small, arch="sm_90"), spec, "sm_90")
@@ -67,8 +88,8 @@ def test_constraints_mirror_the_static_asserts():
         mma.resolve({"BK": 48})
     with pytest.raises(ConstraintError, match="STAGES"):
         mma.resolve({"STAGES": 1})
-    with pytest.raises(ConstraintError, match="BF16"):
-        mma.resolve({"BF16": 2})
+    with pytest.raises(ConstraintError, match="DTYPE"):
+        mma.resolve({"DTYPE": 2})
     wmma = registry.get("wmma", "hgemm")
     with pytest.raises(ConstraintError, match="multiple of 16"):
         wmma.resolve({"BK": 24})

@@ -39,7 +39,7 @@ def test_fp16_rounding_and_decode_are_exact():
 @pytest.mark.parametrize("dtype", hv.DTYPES)
 def test_inputs_are_rounded_and_c_poisoned(dtype):
     A, B, C0 = hv.make_inputs(GemmProblem(7, 5, 3, dtype=dtype), seed=1, xp=np)
-    assert A.shape == (7, 3) and B.shape == (3, 5) and A.dtype.itemsize == 2
+    assert A.shape == (7, 3) and B.shape == (3, 5) and A.dtype.itemsize == (4 if dtype == "tf32" else 2)
     assert np.isnan(C0).all()
     _, _, C1 = hv.make_inputs(GemmProblem(7, 5, 3, beta=1.0, dtype=dtype), seed=1, xp=np)
     assert np.isfinite(C1).all()
@@ -65,6 +65,30 @@ def _fp32_kernel(a, b, c0, alpha, beta, step=16, acc_dtype=np.float32):
     return out.astype(np.float32)
 
 
+def _tf32(x):
+    """fp32 values truncated to tf32 (the top 19 bits), as the tensor cores read them."""
+    return (np.asarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def test_tf32_bounds_are_stated():
+    assert hv.normwise_tolerance(4096, "tf32") == 2.0 ** -8
+    assert hv.elementwise_factor(1022, "tf32") == 1024 * 2.0 ** -22 + 2.0 ** -9 + 2.0 ** -20
+
+
+def test_a_tf32_kernel_passes_and_a_dropped_step_fails():
+    """A model of the tf32 rung (inputs truncated, fp32 accumulation 8 at a time) passes against
+    the fp64 product of the fp32 inputs; the same kernel missing one 8-wide K step fails."""
+    A, B, C0, a, b = _case("tf32", K=4096)
+    ta, tb = _tf32(A).astype(np.float64), _tf32(B).astype(np.float64)
+    v = hv.compare(_fp32_kernel(ta, tb, C0, 1.5, -0.75, step=8), A, B, C0, 1.5, -0.75, "tf32")
+    assert v.passed, v.reason
+    assert 1e-4 < v.rel_err < v.tol, "the tf32 truncation shows (~1e-3), inside 2^-8"
+    keep = np.ones(a.shape[1], dtype=bool)
+    keep[1024:1032] = False
+    bad = _fp32_kernel(ta[:, keep], tb[keep, :], C0, 1.5, -0.75, step=8)
+    assert not hv.compare(bad, A, B, C0, 1.5, -0.75, "tf32").passed
+
+
 @pytest.mark.parametrize("dtype", hv.DTYPES)
 def test_a_correct_kernel_passes(dtype):
     A, B, C0, a, b = _case(dtype)
@@ -88,7 +112,7 @@ def test_a_truncating_accumulator_passes():
     assert v.passed, v.reason
 
 
-@pytest.mark.parametrize("dtype", hv.DTYPES)
+@pytest.mark.parametrize("dtype", ("fp16", "bf16"))
 def test_a_dropped_k_step_fails(dtype):
     A, B, C0, a, b = _case(dtype, K=4096)
     keep = np.ones(a.shape[1], dtype=bool)
@@ -151,4 +175,4 @@ def test_sweeps_and_the_shape_rule():
     assert aligned_rows(GemmProblem(3, 8, 7)) == ("needs K % 8 == 0 and N % 8 == 0 (16-byte rows for cp.async); "
                                                  "3x8x7 has K = 7 - use wmma for this shape")
     assert "K = 12 and N = 9" in aligned_rows(GemmProblem(3, 9, 12))
-    assert dtype_flag("fp16") == 0 and dtype_flag("bf16") == 1
+    assert dtype_flag("fp16") == 0 and dtype_flag("bf16") == 1 and dtype_flag("tf32") == 2

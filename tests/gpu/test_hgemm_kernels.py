@@ -1,7 +1,9 @@
-"""Every hgemm rung and the cuBLAS baseline against fp64, for fp16 and bf16, alpha/beta both
-ways (beta = 0 with C poisoned by NaN, and 1.5/-0.75): the shapes each rung's rule allows,
-larger shapes (the GPU-side reference), other template parameters, the refusal of shapes
-mma_sync cannot take, and gemmlab.hgemm on torch tensors."""
+"""Every hgemm rung and the cuBLAS baseline against fp64, for each input type it takes (fp16,
+bf16; tf32 for rung 6), alpha/beta both ways (beta = 0 with C poisoned by NaN, and 1.5/-0.75):
+the shapes each rung's rule allows, larger shapes (the GPU-side reference), other template
+parameters (the 2-CTA multicast cluster among them), the refusal of shapes mma_sync and the
+TMA rungs 3-4 cannot take, and gemmlab.hgemm on torch tensors. The Hopper rungs skip on other
+GPUs."""
 import pytest
 
 from gemmlab import registry
@@ -13,6 +15,8 @@ from gemmlab.problem import GemmProblem
 
 DTYPES = ("fp16", "bf16")
 IMPLS = registry.all_impls("hgemm")
+# every (implementation, dtype) it takes: kernels by their dtypes, baselines all three
+CASES = [(i, d) for i in IMPLS for d in hv.DTYPES if d in (getattr(i, "dtypes", ()) or hv.DTYPES)]
 LARGE = ((1024, 1024, 1024), (2048, 1032, 4096), (4096, 4096, 512))
 
 
@@ -29,10 +33,14 @@ def _supported(impl, problems):
 def _skip_unavailable(impl):
     if impl.kind == "baseline" and impl.unavailable_reason():
         pytest.skip(impl.unavailable_reason())
+    if getattr(impl, "arch", None) == "sm_90a":
+        from gemmlab.cuda.device import info
+
+        if info().arch != "sm_90":
+            pytest.skip(f"{impl.name} needs sm_90a (Hopper); this GPU is {info().arch}")
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("impl", IMPLS, ids=lambda i: i.name)
+@pytest.mark.parametrize("impl,dtype", CASES, ids=lambda x: getattr(x, "name", x))
 def test_sweep(impl, dtype):
     _skip_unavailable(impl)
     problems = _supported(impl, hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES))
@@ -40,8 +48,7 @@ def test_sweep(impl, dtype):
     _assert_all_pass(verify_sweep([impl], problems, dtype))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("impl", IMPLS, ids=lambda i: i.name)
+@pytest.mark.parametrize("impl,dtype", CASES, ids=lambda x: getattr(x, "name", x))
 def test_large(impl, dtype):
     _skip_unavailable(impl)
     _assert_all_pass(verify_sweep([impl], hv.sweep_problems(dtype, LARGE), dtype))
@@ -54,6 +61,13 @@ OTHER_PARAMS = [
     ("mma_sync", {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "STAGES": 2}),
     ("mma_sync", {"BM": 128, "BN": 256, "BK": 64, "WM": 64, "WN": 64, "STAGES": 3}),
     ("mma_sync", {"BM": 256, "BN": 128, "BK": 32, "WM": 64, "WN": 64, "STAGES": 5}),
+    ("tma_wgmma", {"BN": 64, "STAGES": 2}),
+    ("tma_wgmma", {"BN": 128, "STAGES": 6}),
+    ("warp_specialized", {"BN": 128, "STAGES": 6}),
+    ("persistent", {"CM": 2}),  # the 2-CTA cluster, B multicast to both
+    ("persistent", {"BN": 128, "STAGES": 6, "CM": 2, "GROUP_M": 1}),
+    ("tf32_wgmma", {"CM": 2}),
+    ("tf32_wgmma", {"BN": 128, "STAGES": 3, "GROUP_M": 16}),
 ]
 
 
@@ -61,7 +75,13 @@ OTHER_PARAMS = [
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_other_parameters(name, params, dtype):
     impl = registry.get(name, "hgemm")
-    shapes = hv.ALIGNED_SHAPES + ((1000, 1000, 1000),) + (hv.SWEEP_SHAPES if name == "wmma" else ())
+    _skip_unavailable(impl)
+    if impl.dtypes == ("tf32",):
+        if dtype == "bf16":
+            pytest.skip("the tf32 rung runs once, with fp32 inputs")
+        dtype = "tf32"
+    any_shape = name in ("wmma", "persistent", "tf32_wgmma")
+    shapes = hv.ALIGNED_SHAPES + ((1000, 1000, 1000), (2000, 520, 1000)) + (hv.SWEEP_SHAPES if any_shape else ())
     problems = _supported(impl, hv.sweep_problems(dtype, shapes))
     _assert_all_pass(verify_sweep([impl], problems, dtype, {name: params}))
 
@@ -85,7 +105,7 @@ def test_api_on_torch_tensors():
     from gemmlab.hgemm.api import hgemm
 
     for dt in (torch.float16, torch.bfloat16):
-        for (M, N, K) in ((256, 264, 1032), (100, 37, 51)):  # the second runs on wmma (fallback)
+        for (M, N, K) in ((256, 264, 1032), (100, 37, 51)):  # the second: any-shape rung (5, or 1 pre-Hopper)
             a = torch.rand(M, K, device="cuda").sub_(0.5).to(dt)
             b = torch.rand(K, N, device="cuda").sub_(0.5).to(dt)
             ref = a.double() @ b.double()
@@ -96,8 +116,20 @@ def test_api_on_torch_tensors():
             want = 2.0 * ref - 0.5 * c0.double()
             out = hgemm(a, b, c0.clone(), alpha=2.0, beta=-0.5, impl="wmma")
             assert float((out.double() - want).norm() / want.norm()) < hv.normwise_tolerance(K)
+    # fp32 tensors: tf32 on Hopper (lower precision: the tf32 bound)
+    from gemmlab.cuda.device import info
+
+    if info().arch == "sm_90":
+        a = torch.rand(300, 130, device="cuda").sub_(0.5)
+        b = torch.rand(130, 77, device="cuda").sub_(0.5)
+        ref = a.double() @ b.double()
+        c = hgemm(a, b)
+        err = float((c.double() - ref).norm() / ref.norm())
+        assert c.dtype == torch.float32 and 1e-5 < err < hv.normwise_tolerance(130, "tf32")
     a = torch.rand(64, 12, device="cuda").to(torch.float16)
     b = torch.rand(12, 64, device="cuda").to(torch.float16)
+    with pytest.raises(BadArgumentError, match="tma_wgmma needs K % 8"):
+        hgemm(a, b, impl="tma_wgmma")
     with pytest.raises(BadArgumentError, match="mma_sync needs K % 8"):
         hgemm(a, b, impl="mma_sync")
     with pytest.raises(BadArgumentError, match="one dtype"):

@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # script, name for the log, the least number of PASS lines it must print
 SCRIPTS = [("sanitize_kernels.py", "sgemm", 3 * 20), ("sanitize_reduce.py", "reduce", 9 * 7),
-           ("sanitize_hgemm.py", "hgemm", 2 * 2 * (6 + 5 + 5))]
+           ("sanitize_hgemm.py", "hgemm", 2 * 2 * (11 + 5 + 5 + 5 + 11) + 2 * 11)]
 
 
 def _sanitizer() -> str:

@@ -46,7 +46,7 @@ def _as_input(x: Any, what: str):
         if x.dtype == torch.bfloat16:
             t = t.view(torch.uint16) if hasattr(torch, "uint16") else t.view(torch.int16)
         a = cp.from_dlpack(t)
-        if a.dtype != cp.float16:
+        if x.dtype == torch.bfloat16 and a.dtype != cp.uint16:  # int16 bits where torch lacks uint16
             a = a.view(cp.uint16)
         return a, names[x.dtype], torch.cuda.current_stream(x.device).cuda_stream
     if isinstance(x, cp.ndarray):
@@ -59,19 +59,22 @@ def _as_input(x: Any, what: str):
                            f"got {type(x).__name__}")
 
 
-def choose_impl(impl: str | None, problem: GemmProblem) -> str:
+def choose_impl(impl: str | None, problem: GemmProblem, arch: str | None = None) -> str:
     """impl as named; None: rung 5 (16-bit) or 6 (tf32) on Hopper, else rung 2, or rung 1 where
     rung 2 refuses the shape."""
     if impl is not None:
         return impl
     from .. import registry
-    from ..cuda.device import info
     from .runner import refusal
 
-    hopper = info().arch == "sm_90"
+    if arch is None:
+        from ..cuda.device import info
+
+        arch = info().arch
+    hopper = arch == "sm_90"
     if problem.dtype == "tf32":
         if not hopper:
-            raise BadArgumentError(f"fp32 inputs run as tf32 on sm_90 (Hopper) only; this GPU is {info().arch}")
+            raise BadArgumentError(f"fp32 inputs run as tf32 on sm_90 (Hopper) only; this GPU is {arch}")
         return TF32_HGEMM
     if hopper:
         return HOPPER_HGEMM

@@ -33,7 +33,8 @@ def persistent_smem(v) -> int:
 def _stage_constraints(smem) -> tuple[Constraint, ...]:
     return (
         Constraint("STAGES must be >= 2", lambda v: v["STAGES"] >= 2),
-        Constraint(f"dynamic shared memory must be <= {MAX_DYNAMIC_SMEM} B", lambda v: smem(v) <= MAX_DYNAMIC_SMEM),
+        Constraint(f"shared memory (dynamic + the barriers) must be <= {MAX_DYNAMIC_SMEM} B",
+                   lambda v: smem(v) + 16 * v["STAGES"] <= MAX_DYNAMIC_SMEM),
     )
 
 
@@ -79,7 +80,7 @@ TMA_WGMMA = KernelSpec(
                  Constraint("BN must be 64 or 128 (two m64 halves of BN/2 accumulators each)",
                             lambda v: v["BN"] in (64, 128)))
     + _stage_constraints(pipeline_smem),
-    threads=lambda v: 128, smem_bytes=lambda v: 0, block_tile=lambda v: (BM, v["BN"]),
+    threads=lambda v: 128, smem_bytes=lambda v: 8 * v["STAGES"],  # static: the full mbarriers block_tile=lambda v: (BM, v["BN"]),
     geometry=lambda p, v: Launch(grid=(cdiv(p.N, v["BN"]), cdiv(p.M, BM), 1), block=(128, 1, 1),
                                  shmem=pipeline_smem(v)),
     problem_check=aligned_rows, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma",),
@@ -95,7 +96,7 @@ WARP_SPECIALIZED = KernelSpec(
     constraints=(Constraint("DTYPE must be 0 (fp16) or 1 (bf16)", lambda v: v["DTYPE"] in (0, 1)),
                  Constraint("BN must be 128 or 256", lambda v: v["BN"] in (128, 256)))
     + _stage_constraints(pipeline_smem),
-    threads=lambda v: 384, smem_bytes=lambda v: 0, block_tile=lambda v: (BM, v["BN"]),
+    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
     geometry=lambda p, v: Launch(grid=(cdiv(p.N, v["BN"]), cdiv(p.M, BM), 1), block=(384, 1, 1),
                                  shmem=pipeline_smem(v)),
     problem_check=aligned_rows, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma",),
@@ -129,7 +130,7 @@ PERSISTENT = KernelSpec(
     params=_persistent_params((dtype_param(),)),
     constraints=(Constraint("DTYPE must be 0 (fp16) or 1 (bf16)", lambda v: v["DTYPE"] in (0, 1)),)
     + _persistent_constraints(),
-    threads=lambda v: 384, smem_bytes=lambda v: 0, block_tile=lambda v: (BM, v["BN"]),
+    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
     geometry=persistent_launch, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent"),
 )
 
@@ -140,7 +141,7 @@ TF32_WGMMA = KernelSpec(
     source="hgemm/06_tf32_wgmma.cu", entry="gemmlab::hgemm_tf32_wgmma",
     params=_persistent_params(()),
     constraints=_persistent_constraints(),
-    threads=lambda v: 384, smem_bytes=lambda v: 0, block_tile=lambda v: (BM, v["BN"]),
+    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
     geometry=persistent_launch, arch="sm_90a", dtypes=("tf32",), tags=("tma", "tma_store", "pads", "persistent", "b_transposed"),
 )
 

@@ -1,0 +1,88 @@
+"""The Hopper tensor-core rungs (3-6) without a GPU: built for sm_90a only (and refused, in one
+line, for other architectures), their SASS multiplies with HGMMA (wgmma) and never HMMA, the
+generated wgmma wrappers are current, shapes are refused or taken as each rung's rule says,
+and the persistent launch geometry."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from gemmlab import registry
+from gemmlab.cuda import compile as cc
+from gemmlab.errors import BadArgumentError
+from gemmlab.hgemm.runner import refusal
+from gemmlab.kernels.hgemm.specs_hopper import persistent_launch, persistent_smem, tma_boxes
+from gemmlab.problem import GemmProblem
+
+ROOT = Path(__file__).resolve().parents[2]
+HOPPER = [s for s in registry.kernels("hgemm") if s.arch == "sm_90a"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+
+
+def test_the_hopper_rungs():
+    assert [s.name for s in HOPPER] == ["tma_wgmma", "warp_specialized", "persistent", "tf32_wgmma"]
+
+
+@pytest.mark.parametrize("spec", HOPPER, ids=lambda s: s.name)
+def test_other_architectures_are_refused_in_one_line(spec):
+    with pytest.raises(BadArgumentError, match=rf"^{spec.name} needs sm_90a \(Hopper\), this GPU is sm_80$"):
+        cc.compile_kernel(spec, arch="sm_80")
+
+
+@pytest.mark.parametrize("spec", HOPPER, ids=lambda s: s.name)
+def test_sass_multiplies_with_hgmma(spec):
+    from gemmlab.profile.sass import disassemble, find_tool, function_for, parse_sass
+
+    if find_tool() is None:
+        pytest.skip("no cuobjdump or nvdisasm here (pip install nvidia-cuda-cuobjdump)")
+    ck = cc.compile_kernel(spec, arch="sm_90")
+    fn = function_for(parse_sass(disassemble(ck.cubin)), ck.mangled)
+    mix = fn.mix()
+    assert mix.get("HGMMA", 0) >= 4, f"{spec.name}: no wgmma in SASS ({mix})"
+    assert mix.get("HMMA", 0) == 0, f"{spec.name}: mma.sync in SASS, the slower path"
+
+
+def test_generated_wgmma_wrappers_are_current(tmp_path, monkeypatch):
+    path = ROOT / "scripts" / "gen_wgmma_ops.py"
+    spec = importlib.util.spec_from_file_location("gen_wgmma_ops", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    current = gen.OUT.read_text()
+    monkeypatch.setattr(gen, "OUT", tmp_path / "wgmma_ops.cuh")
+    gen.main()
+    assert (tmp_path / "wgmma_ops.cuh").read_text() == current, "run scripts/gen_wgmma_ops.py"
+
+
+def test_shape_rules():
+    tma, ws, pers, tf32 = HOPPER
+    odd = GemmProblem(127, 129, 131, dtype="bf16")
+    assert "needs K % 8 == 0 and N % 8 == 0" in refusal(tma, odd)
+    assert "needs K % 8 == 0 and N % 8 == 0" in refusal(ws, odd)
+    assert refusal(pers, odd) == "", "rung 5 takes any shape (TMA edges, padded rows)"
+    assert refusal(tf32, GemmProblem(1, 1, 1, dtype="tf32")) == ""
+    assert refusal(tf32, odd) == "tf32_wgmma takes tf32 inputs, not bf16"
+    assert refusal(pers, GemmProblem(64, 64, 64, dtype="tf32")) == "persistent takes fp16 or bf16 inputs, not tf32"
+
+
+@pytest.mark.parametrize("cm", [1, 2])
+def test_persistent_geometry(cm):
+    spec = registry.get("persistent", "hgemm")
+    v = spec.resolve({"CM": cm})
+    big = persistent_launch(GemmProblem(8192, 8192, 8192, dtype="bf16"), v)
+    assert big.cluster == (cm, 1, 1) and big.block == (384, 1, 1)
+    assert big.grid[0] % cm == 0 and big.grid[0] <= 132, "one CTA per SM at most"
+    small = persistent_launch(GemmProblem(100, 300, 64, dtype="bf16"), v)
+    assert small.grid[0] == cm * 2, "never more clusters than cluster tiles (1 x 2 here)"
+    assert big.shmem == persistent_smem(v) <= 227 * 1024
+
+
+def test_tma_boxes():
+    pers, tf32 = registry.get("persistent", "hgemm"), registry.get("tf32_wgmma", "hgemm")
+    assert tma_boxes(pers, pers.defaults) == {"A": (128, 64), "B": (64, 64), "C": (64, 32)}
+    assert tma_boxes(tf32, {**tf32.defaults, "CM": 2}) == {"A": (128, 32), "B": (128, 32), "C": (64, 32)}
+    tma = registry.get("tma_wgmma", "hgemm")
+    assert tma_boxes(tma, tma.defaults) == {"A": (128, 64), "B": (64, 64)}
