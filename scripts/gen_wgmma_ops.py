@@ -18,31 +18,21 @@ TYPES = (  # (kind, ptx type, k, transposable B)
 
 
 def wrapper(n: int, kind: int, ptx: str, k: int, trans: bool) -> str:
+    """One wrapper: the accumulators as "+f" operands, the descriptors, scale_d, and (16-bit
+    types) the B transpose as an immediate ("n") operand."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
-    a, b, scale = regs, regs + 1, regs + 2
-    tail = f"p, 1, 1, 0, {{TB}}" if trans else "p, 1, 1"
-    body = []
-    for line in (
-        "{\\n",
-        ".reg .pred p;\\n",
-        f"setp.ne.b32 p, %{scale}, 0;\\n",
-        f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{outs}}}, %{a}, %{b}, {tail};\\n",
-        "}\\n",
-    ):
-        body.append(f'        "{line}"')
+    a, b, scale, tb = regs, regs + 1, regs + 2, regs + 3
+    tail = f"p, 1, 1, 0, %{tb}" if trans else "p, 1, 1"
+    lines = ("{\\n", ".reg .pred p;\\n", f"setp.ne.b32 p, %{scale}, 0;\\n",
+             f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{outs}}}, %{a}, %{b}, {tail};\\n", "}\\n")
+    body = "\n".join(f'        "{line}"' for line in lines)
     constraints = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    tb = "TRANS_B" if trans else "0"
-    head = f"template <int TRANS_B>\n__device__ __forceinline__ void wgmma_m64n{n}_k{kind}(float (&d)[{regs}], unsigned long long da, unsigned long long db, int scale_d)"
-    if trans:
-        text = "\n".join(body).replace("{TB}", '" TB "')
-        return (f"{head} {{\n    if constexpr (TRANS_B) {{\n        asm volatile(\n{text.replace(chr(34) + ' TB ' + chr(34), '1')}\n"
-                f"            : {constraints}\n            : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n"
-                f"    }} else {{\n        asm volatile(\n{text.replace(chr(34) + ' TB ' + chr(34), '0')}\n"
-                f"            : {constraints}\n            : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n    }}\n}}\n")
-    text = "\n".join(body)
-    return (f"{head} {{\n    static_assert(TRANS_B == 0, \"wgmma with {ptx} inputs takes K-major B only\");\n"
-            f"    asm volatile(\n{text}\n            : {constraints}\n            : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}}\n")
+    inputs = '"l"(da), "l"(db), "r"(scale_d)' + (', "n"(TRANS_B)' if trans else "")
+    check = "" if trans else f"    static_assert(TRANS_B == 0, \"wgmma with {ptx} inputs takes K-major B only\");\n"
+    return (f"template <int TRANS_B>\n__device__ __forceinline__ void wgmma_m64n{n}_k{kind}(float (&d)[{regs}], "
+            f"unsigned long long da, unsigned long long db, int scale_d) {{\n{check}"
+            f"    asm volatile(\n{body}\n            : {constraints}\n            : {inputs});\n}}\n")
 
 
 def main() -> None:

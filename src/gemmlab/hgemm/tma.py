@@ -66,11 +66,12 @@ class TmaOperands:
     def __init__(self):
         self._ws: dict[str, Any] = {}
 
-    def _padded(self, name: str, src, rows: int, cols: int):
-        """`src` (rows x cols, or its transpose's source for "Bt") copied into a buffer whose rows
-        are 16-byte multiples. The view keeps the logical width - except for a single row:
-        CUDA's array interface calls a one-row view contiguous and drops its stride, so the
-        whole padded row is described, its tail zero (allocated zeroed, never written)."""
+    def _padded(self, name: str, src, rows: int, cols: int, copy_in: bool = True):
+        """`src` (rows x cols) in a buffer whose rows are 16-byte multiples (copied in unless
+        `copy_in` is off: a C that is only written). The view keeps the logical width - except
+        for a single row: CUDA's array interface calls a one-row view contiguous and drops its
+        stride, so the whole padded row is described, its tail zero (allocated zeroed, never
+        written)."""
         import cupy as cp
 
         width = _round_up(cols, src.itemsize)
@@ -78,7 +79,8 @@ class TmaOperands:
         if buf is None or buf.shape != (rows, width) or buf.dtype != src.dtype:
             buf = self._ws[name] = cp.zeros((rows, width), dtype=src.dtype)
         view = buf[:, :cols]
-        view[...] = src.T if name == "Bt" else src
+        if copy_in:
+            view[...] = src
         return buf if rows == 1 else view
 
     def prepare(self, problem: GemmProblem, A, B, C, pads: bool, transpose_b: bool, stream_handle: int):
@@ -94,7 +96,7 @@ class TmaOperands:
                     raise BadArgumentError(f"K = {K}: rows of A are not a multiple of 16 bytes")
                 a = self._padded("A", A, M, K)
             if transpose_b:  # B^T, NxK, rows of K elements
-                b = self._padded("Bt", B, N, K)
+                b = self._padded("Bt", B.T, N, K)
             elif not _aligned(N, B.itemsize):
                 if not pads:
                     raise BadArgumentError(f"N = {N}: rows of B are not a multiple of 16 bytes")
@@ -103,22 +105,12 @@ class TmaOperands:
                 b = B
             c, copy_back = C, None
             if not _aligned(N, C.itemsize):
-                c = self._padded("C", C, M, N) if problem.beta != 0.0 else self._scratch_c(M, N, C)
+                c = self._padded("C", C, M, N, copy_in=problem.beta != 0.0)
 
                 def copy_back():
                     with cupy_stream(stream_handle):
                         C[...] = c[:, :N]
         return a, b, c, copy_back
-
-    def _scratch_c(self, M: int, N: int, C):
-        """A padded C that is only written (beta == 0): no copy in."""
-        import cupy as cp
-
-        width = _round_up(N, C.itemsize)
-        buf = self._ws.get("C")
-        if buf is None or buf.shape != (M, width):
-            buf = self._ws["C"] = cp.zeros((M, width), dtype=C.dtype)
-        return buf if M == 1 else buf[:, :N]
 
 
 def max_active_clusters(ck, geometry) -> int:

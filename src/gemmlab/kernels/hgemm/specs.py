@@ -29,9 +29,14 @@ def _threads(v) -> int:
     return (v["BM"] // v["WM"]) * (v["BN"] // v["WN"]) * 32
 
 
+def dtype_constraint() -> Constraint:
+    """The 16-bit rungs' DTYPE flag: 0 fp16, 1 bf16."""
+    return Constraint("DTYPE must be 0 (fp16) or 1 (bf16)", lambda v: v["DTYPE"] in (0, 1))
+
+
 def _common_constraints() -> tuple[Constraint, ...]:
     return (
-        Constraint("DTYPE must be 0 (fp16) or 1 (bf16)", lambda v: v["DTYPE"] in (0, 1)),
+        dtype_constraint(),
         Constraint("warp tiles must divide the block tile", lambda v: v["BM"] % v["WM"] == 0 and v["BN"] % v["WN"] == 0),
         Constraint("WM and WN must be multiples of 16", lambda v: v["WM"] % 16 == 0 and v["WN"] % 16 == 0),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...problem import GemmProblem
 from ...registry import Constraint, KernelSpec, Launch, Param, cdiv, register
-from .specs import HALF_DTYPES, MAX_DYNAMIC_SMEM, aligned_rows, dtype_param
+from .specs import HALF_DTYPES, MAX_DYNAMIC_SMEM, aligned_rows, dtype_constraint, dtype_param
 
 BM = 128
 ALIGN_SLACK = 1024  # the kernels align their tiles to 1024 bytes inside dynamic shared memory
@@ -76,7 +76,7 @@ TMA_WGMMA = KernelSpec(
     source="hgemm/03_tma_wgmma.cu", entry="gemmlab::hgemm_tma_wgmma",
     params=(dtype_param(), Param("BN", 128, (64, 128), "block tile columns (wgmma N)"),
             Param("STAGES", 4, (2, 3, 4, 5, 6), "tiles in flight")),
-    constraints=(Constraint("DTYPE must be 0 (fp16) or 1 (bf16)", lambda v: v["DTYPE"] in (0, 1)),
+    constraints=(dtype_constraint(),
                  Constraint("BN must be 64 or 128 (two m64 halves of BN/2 accumulators each)",
                             lambda v: v["BN"] in (64, 128)))
     + _stage_constraints(pipeline_smem),
@@ -93,7 +93,7 @@ WARP_SPECIALIZED = KernelSpec(
     source="hgemm/04_warp_specialized.cu", entry="gemmlab::hgemm_warp_specialized",
     params=(dtype_param(), Param("BN", 256, (128, 256), "block tile columns (wgmma N)"),
             Param("STAGES", 4, (2, 3, 4, 5, 6), "tiles in flight")),
-    constraints=(Constraint("DTYPE must be 0 (fp16) or 1 (bf16)", lambda v: v["DTYPE"] in (0, 1)),
+    constraints=(dtype_constraint(),
                  Constraint("BN must be 128 or 256", lambda v: v["BN"] in (128, 256)))
     + _stage_constraints(pipeline_smem),
     threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
@@ -129,7 +129,7 @@ PERSISTENT = KernelSpec(
          "C leaves through swizzled shared memory by TMA stores; any shape",
     source="hgemm/05_persistent_cluster.cu", entry="gemmlab::hgemm_persistent",
     params=_persistent_params((dtype_param(),), cm=2),
-    constraints=(Constraint("DTYPE must be 0 (fp16) or 1 (bf16)", lambda v: v["DTYPE"] in (0, 1)),)
+    constraints=(dtype_constraint(),)
     + _persistent_constraints(),
     threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
     geometry=persistent_launch, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent"),
