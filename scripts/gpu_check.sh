@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command on a GPU machine: the test suite (CPU + GPU tests, compute-sanitizer memcheck
 # and racecheck inside it), then the default SGEMM benchmark against cuBLAS, the reduction
-# benchmark against CUB and the tensor-core (hgemm) benchmarks against cuBLAS in bf16, fp16
+# benchmark against CUB, batched SGEMM against cuBLAS strided-batched and torch.bmm, and the tensor-core (hgemm) benchmarks against cuBLAS in bf16, fp16
 # and tf32, logs in one folder (six files, so that a lent machine's
 # eight-file limit on returned output is respected).
 #   scripts/gpu_check.sh [OUTDIR]          (default ./gpu-check)
@@ -39,6 +39,8 @@ echo "== benchmarks" | tee -a "$out/summary.txt"
     | tee "$out/bench.log" || status=1
 (cd "$work" && "$py" -m gemmlab.cli bench --op reduce --impl all --n 1024,65536,1048576,16777216,268435456 \
     --db "$out/results.db" --markdown "$work/reduce.md" 2>&1) | tee -a "$out/bench.log" || status=1
+(cd "$work" && "$py" -m gemmlab.cli bench --op bgemm --impl all --sizes 256x128,64x256,16x512,4x1024,2x2048,8x1000x300x200 \
+    --db "$out/results.db" --markdown "$work/bgemm.md" 2>&1) | tee -a "$out/bench.log" || status=1
 hsizes=1024,2048,4096,8192,4097,1000x3000x2000
 for dt in bf16 fp16; do
     (cd "$work" && "$py" -m gemmlab.cli bench --op hgemm --dtype "$dt" --impl all --sizes "$hsizes" \
@@ -46,7 +48,7 @@ for dt in bf16 fp16; do
 done
 (cd "$work" && "$py" -m gemmlab.cli bench --op hgemm --dtype tf32 --impl all --sizes 4096,8192,4097,1000x3000x2000 \
     --db "$out/results.db" --markdown "$work/hgemm_tf32.md" 2>&1) | tee -a "$out/bench.log" || status=1
-cat "$work"/sgemm.md "$work"/reduce.md "$work"/hgemm_*.md > "$out/bench.md" 2>/dev/null
+cat "$work"/sgemm.md "$work"/reduce.md "$work"/bgemm.md "$work"/hgemm_*.md > "$out/bench.md" 2>/dev/null
 rm -f "$out"/bench_*.txt  # the timestamped batch files repeat bench.log
 fi
 

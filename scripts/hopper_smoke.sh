@@ -13,8 +13,8 @@ for spec in $VERIFY; do
 done
 python3 - <<'PY'
 from gemmlab import registry
-from gemmlab.hgemm.runner import HgemmRunner
-from gemmlab.hgemm.tma import max_active_clusters
+from gemmlab.ops.hgemm import HgemmRunner
+from gemmlab.ops.hgemm_tma import max_active_clusters
 from gemmlab.problem import GemmProblem
 for cm in (1, 2):
     r = HgemmRunner(registry.get("persistent", "hgemm"), {"CM": cm}, "bf16")

@@ -13,18 +13,15 @@ import sys
 def main(argv: list[str]) -> int:
     from gemmlab import registry
     from gemmlab.cuda.device import device
-    from gemmlab.hgemm.bench import _inputs
-    from gemmlab.hgemm.runner import HgemmRunner
+    from gemmlab.ops.hgemm import OP
+    from gemmlab.ops.hgemm import HgemmRunner
     from gemmlab.problem import GemmProblem
 
     name, dtype, size = argv[0], argv[1], int(argv[2])
     params = dict(kv.split("=") for kv in argv[3:])
     problem = GemmProblem(size, size, size, dtype=dtype)
     runner = HgemmRunner(registry.get(name, "hgemm"), {k: int(v) for k, v in params.items()}, dtype)
-    A, B, _ = _inputs(problem, 1)
-    import cupy as cp
-
-    C = cp.zeros((size, size), dtype=cp.float32)
+    A, B, C = OP.timing_inputs(problem, 1)
     stream = device().create_stream()
     for _ in range(4):
         runner.enqueue(problem, A, B, C, stream)

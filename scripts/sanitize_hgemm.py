@@ -19,9 +19,9 @@ ALIGNED_SHAPES = ((1, 8, 8), (97, 8, 40), (127, 136, 200), (129, 264, 72), (31, 
 
 def main(argv: list[str]) -> int:
     from gemmlab import registry
-    from gemmlab.hgemm.bench import verify_sweep
-    from gemmlab.hgemm.runner import refusal
-    from gemmlab.hgemm.verify import sweep_problems
+    from gemmlab.harness.bench import verify_sweep
+    from gemmlab.ops.hgemm import refusal
+    from gemmlab.ops.hgemm_check import sweep_problems
 
     names = argv[0] if argv else "all"
     impls = registry.select(names, op="hgemm", with_baselines=False)
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
             if dtype not in (impl.dtypes or ("fp16", "bf16")):
                 continue
             problems = [p for p in sweep_problems(dtype, ANY_SHAPES + ALIGNED_SHAPES) if not refusal(impl, p)]
-            for r in verify_sweep([impl], problems, dtype, host_data=True):
+            for r in verify_sweep([impl], problems, host_data=True):
                 p = r.problem
                 print(f"{r.impl:10s} {dtype} {p.shape:14s} a={p.alpha:g} b={p.beta:g} {r.status} {r.reason}",
                       flush=True)

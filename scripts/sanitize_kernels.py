@@ -1,6 +1,7 @@
-"""Run every SGEMM kernel once on odd shapes, for compute-sanitizer to watch.
+"""Run every SGEMM (or bgemm) kernel once on odd shapes, for compute-sanitizer to watch.
 
     compute-sanitizer --tool memcheck --error-exitcode 1 python scripts/sanitize_kernels.py [names]
+    compute-sanitizer --tool memcheck --error-exitcode 1 python scripts/sanitize_kernels.py --op bgemm
 
 Shapes are small and deliberately awkward (primes, K = 1, not multiples of any tile) so
 the edge predicates and the scalar fallbacks run; beta = 0 and beta != 0 both run.
@@ -11,16 +12,22 @@ from __future__ import annotations
 import sys
 
 from gemmlab import registry
-from gemmlab.bench import verify_sweep
-from gemmlab.problem import GemmProblem
+from gemmlab.harness.bench import verify_sweep
+from gemmlab.problem import BatchedGemmProblem, GemmProblem
 
 SHAPES = ((67, 131, 37, 1.0, 0.0), (33, 65, 1, 1.5, -0.5), (129, 127, 70, 0.5, 2.0))
 
 
 def main(argv: list[str]) -> int:
+    op = "sgemm"
+    if argv[:1] == ["--op"]:
+        op, argv = argv[1], argv[2:]
     names = argv[0] if argv else "all"
-    impls = registry.select(names, with_baselines=False)
-    problems = [GemmProblem(M, N, K, a, b) for M, N, K, a, b in SHAPES]
+    impls = registry.select(names, op=op, with_baselines=False)
+    if op == "bgemm":  # three batches: the batch offsets break 16-byte alignment where K, N are odd
+        problems = [BatchedGemmProblem(M, N, K, a, b, batch=3) for M, N, K, a, b in SHAPES]
+    else:
+        problems = [GemmProblem(M, N, K, a, b) for M, N, K, a, b in SHAPES]
     failed = 0
     for r in verify_sweep(impls, problems):
         print(f"{r.impl:20s} {r.problem.shape:12s} {r.status} {r.reason}", flush=True)

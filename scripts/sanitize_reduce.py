@@ -25,9 +25,9 @@ def main(argv: list[str]) -> int:
     from gemmlab import registry
     from gemmlab.cuda.device import device
     from gemmlab.kernels.reduce.specs import CONTIGUOUS
-    from gemmlab.reduce.bench import verify_sweep
-    from gemmlab.reduce.runner import ReduceRunner, value_of
-    from gemmlab.reduce.verify import check_sum, make_input, reference
+    from gemmlab.harness.bench import verify_sweep
+    from gemmlab.ops.reduce_passes import ReduceRunner, value_of
+    from gemmlab.ops.reduce_check import check_sum, make_input, reference
 
     names = argv[0] if argv else "all"
     impls = registry.select(names, op="reduce", with_baselines=False)

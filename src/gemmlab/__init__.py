@@ -2,18 +2,17 @@
 
     import gemmlab
     C = gemmlab.sgemm(A, B)                  # CuPy arrays or torch tensors, float32
-    s = gemmlab.reduce_sum(x)                # the fp32 sum of a 1-D CUDA array
     D = gemmlab.hgemm(A16, B16)              # fp16/bf16 inputs on tensor cores, fp32 C
-    gemmlab.list_kernels()                   # the ladder
+    E = gemmlab.bgemm(A3, B3)                # strided batches of fp32 GEMMs (torch.bmm's layout)
+    s = gemmlab.reduce_sum(x)                # the fp32 sum of a CUDA array
+    gemmlab.list_kernels("hgemm")            # a ladder
 """
 from __future__ import annotations
 
-from .api import sgemm
+from .api import bgemm, hgemm, reduce_sum, sgemm
 from .errors import (BadArgumentError, CompileError, ConstraintError, GemmlabError, LaunchError, NoGPUError,
                      OutOfMemoryError, UnknownKernelError, VerificationError)
-from .hgemm.api import hgemm
-from .problem import GemmProblem
-from .reduce.api import reduce_sum
+from .problem import BatchedGemmProblem, GemmProblem, ReduceProblem
 
 __version__ = "0.1.0"
 
@@ -25,5 +24,6 @@ def list_kernels(op: str | None = "sgemm") -> list[str]:
     return [impl.name for impl in all_impls(op)]
 
 
-__all__ = ["sgemm", "hgemm", "reduce_sum", "list_kernels", "GemmProblem", "GemmlabError", "BadArgumentError", "UnknownKernelError",
-           "ConstraintError", "NoGPUError", "CompileError", "OutOfMemoryError", "LaunchError", "VerificationError"]
+__all__ = ["sgemm", "hgemm", "bgemm", "reduce_sum", "list_kernels", "GemmProblem", "BatchedGemmProblem",
+           "ReduceProblem", "GemmlabError", "BadArgumentError", "UnknownKernelError", "ConstraintError", "NoGPUError",
+           "CompileError", "OutOfMemoryError", "LaunchError", "VerificationError"]

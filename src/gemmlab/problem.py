@@ -1,4 +1,7 @@
-"""Problem shapes and the work they imply: FLOPs and the fewest bytes moved."""
+"""Problem shapes and the work they imply: FLOPs and the fewest bytes moved.
+
+The problem types are the bottom of the stack: kernel specs compute launch geometry from them,
+the ops parse, generate and check them, and each one names its op (`problem.op`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,6 +29,11 @@ class GemmProblem:
                 raise BadArgumentError(f"{dim} must be >= 1, got {value}")
 
     @property
+    def op(self) -> str:
+        """The op this problem belongs to: fp32 inputs are SGEMM, 16-bit (or tf32) ones hgemm."""
+        return "sgemm" if self.dtype == "fp32" else "hgemm"
+
+    @property
     def shape(self) -> str:
         return f"{self.M}x{self.N}x{self.K}"
 
@@ -45,6 +53,71 @@ class GemmProblem:
         if self.beta != 0.0:
             elems += self.M * self.N
         return 4 * elems
+
+
+@dataclass(frozen=True)
+class BatchedGemmProblem(GemmProblem):
+    """C[i] (MxN) = alpha * A[i] (MxK) @ B[i] (KxN) + beta * C[i] for i < batch (strided batches).
+
+    Each matrix is row-major and contiguous; the kernels take each operand's batch stride in
+    elements, so packed batches (stride M*K for A) and broadcast operands (stride 0) both run."""
+
+    batch: int = 1
+
+    op = "bgemm"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
+            raise BadArgumentError(f"batch must be an integer >= 1, got {self.batch!r}")
+
+    @property
+    def shape(self) -> str:
+        return f"{self.batch}x{self.M}x{self.N}x{self.K}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.M * self.N * self.K
+
+    @property
+    def min_bytes(self) -> int:
+        return self.batch * GemmProblem.min_bytes.fget(self)
+
+
+@dataclass(frozen=True)
+class ReduceProblem:
+    """sum(x) for a contiguous fp32 array x of n >= 1 elements."""
+
+    n: int
+    dtype: str = "fp32"
+
+    op = "reduce"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int):
+            raise BadArgumentError(f"n must be an integer, got {self.n!r}")
+        if self.n < 1:
+            raise BadArgumentError(f"n must be >= 1, got {self.n}")
+
+    @property
+    def shape(self) -> str:
+        return size_label(self.n)
+
+    @property
+    def bytes_read(self) -> int:
+        """The fewest bytes a sum must move: every element read once (the scalar is noise)."""
+        return 4 * self.n
+
+
+def size_label(n: int) -> str:
+    """1048576 -> '2^20', 1048583 -> '2^20+7', 1000 -> '1000'."""
+    for k in range(62, 3, -1):
+        base = 1 << k
+        if base == n:
+            return f"2^{k}"
+        if 0 < abs(n - base) < 64 and base >= 4096:
+            return f"2^{k}{n - base:+d}"
+    return str(n)
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -18,9 +19,9 @@ from .problem import GemmProblem
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 
-# Modules whose import registers specs; each op's specs live beside its sources.
-_SPEC_MODULES = ("gemmlab.kernels.sgemm.specs", "gemmlab.baselines", "gemmlab.kernels.reduce.specs",
-                 "gemmlab.kernels.hgemm.specs", "gemmlab.hgemm.baselines")
+# The package whose import registers every op's kernels and baselines. The registry is the
+# bottom layer, so it names the package instead of importing it (as a plugin host would).
+_OPS_PACKAGE = "gemmlab.ops"
 
 
 def cdiv(a: int, b: int) -> int:
@@ -177,10 +178,44 @@ class KernelSpec:
                        rung=None, same_as=self.name)
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """A library call timed beside the kernels (cuBLAS, CUB, torch, Triton, a copy)."""
+
+    name: str
+    op: str
+    title: str
+    idea: str
+    _available: Callable[[], str]  # "" when usable, else why not
+    _enqueue: Callable  # the op's calling convention (see the op's module)
+    bytes_per_element: int = 4  # reduce: bytes a baseline moves per element (the copy: 8)
+    ceiling: bool = False  # a bandwidth reference (the copy), not an implementation of the op
+
+    kind = "baseline"
+    rung = None
+    params = ()
+    seed = ""
+    same_as = None
+    tags = ()
+    dtypes = ()
+    problem_check = None
+
+    @property
+    def defaults(self) -> dict:
+        return {}
+
+    def unavailable_reason(self) -> str:
+        return self._available()
+
+    def enqueue(self, *args):
+        return self._enqueue(*args)
+
+
 # Keyed by (op, name): one name may exist once per op (the sgemm and the reduce baseline
 # are both called "torch"); get() without an op means the sgemm one where both exist.
 _REGISTRY: dict[tuple[str, str], Any] = {}
 _loaded = False
+_load_lock = threading.Lock()  # first use from many threads at once: one import, no half-filled registry
 
 
 def register(*impls: Any) -> None:
@@ -193,14 +228,12 @@ def register(*impls: Any) -> None:
 
 def _load() -> None:
     global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in _SPEC_MODULES:
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:  # an op whose kernels are not written yet
-                if exc.name is None or not module.startswith(exc.name):
-                    raise
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            importlib.import_module(_OPS_PACKAGE)
+            _loaded = True
 
 
 def all_impls(op: str | None = None) -> list[Any]:

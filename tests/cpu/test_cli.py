@@ -78,10 +78,10 @@ def test_no_gpu_is_one_line_exit_2(capsys, tmp_path, cmd):
 
 
 def test_markdown_tables_from_results():
-    from gemmlab.bench import PointResult
+    from gemmlab.harness.bench import PointResult
     from gemmlab.problem import GemmProblem
-    from gemmlab.tables import bench_tables, to_markdown
-    from gemmlab.timing import Stats
+    from gemmlab.harness.tables import bench_tables, to_markdown
+    from gemmlab.harness.timing import Stats
 
     p = GemmProblem(64, 64, 64)
     rows = [PointResult("naive", "kernel", p, "PASS", stats=Stats((1.0,))),

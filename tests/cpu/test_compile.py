@@ -6,7 +6,7 @@ from gemmlab.cuda import compile as cc
 from gemmlab.errors import CompileError
 from gemmlab.registry import KernelSpec, Launch
 
-KERNELS = registry.kernels("sgemm")
+KERNELS = registry.kernels("sgemm") + registry.kernels("bgemm")  # the fp32 ladders
 
 
 @pytest.fixture(autouse=True)

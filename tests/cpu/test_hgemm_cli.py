@@ -5,13 +5,14 @@ import pytest
 
 from gemmlab.errors import BadArgumentError
 
-from gemmlab.bench import BenchOptions
+from gemmlab.harness.bench import BenchOptions
 from gemmlab.cli import main
 from gemmlab.cuda.device import gpu_available
-from gemmlab.hgemm.bench import HgemmPoint, hgemm_bytes, run_point
+from gemmlab.harness.bench import Point as HgemmPoint, run_point
+from gemmlab.ops.hgemm import hgemm_bytes
 from gemmlab.problem import GemmProblem
-from gemmlab.tables import bench_tables, to_markdown
-from gemmlab.timing import Stats
+from gemmlab.harness.tables import bench_tables, to_markdown
+from gemmlab.harness.timing import Stats
 
 HAS_GPU = gpu_available()[0]
 
@@ -34,7 +35,7 @@ def run(capsys, *args):
     (["verify", "--op", "hgemm", "--impl", "mma_sync", "--M", "127", "--N", "127", "--K", "127"],
      "mma_sync needs K % 8 == 0 and N % 8 == 0 (16-byte rows for cp.async); 127x127x127 has K = 127 and N = 127"),
     (["verify", "--op", "hgemm", "--impl", "all", "--M", "64", "--N", "64", "--K", "12"], "mma_sync needs K % 8"),
-    (["verify", "--op", "fp64"], "choose sgemm, reduce or hgemm"),
+    (["verify", "--op", "fp64"], "choose sgemm, hgemm, bgemm or reduce"),
     (["compile", "--op", "hgemm", "--arch", "sm90"], "must look like sm_90"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, needle):
@@ -84,7 +85,7 @@ def test_rows_and_tables():
 
 
 def test_api_default_falls_back_only_when_unnamed():
-    from gemmlab.hgemm.api import choose_impl
+    from gemmlab.ops.hgemm import choose_impl
 
     assert choose_impl(None, GemmProblem(64, 64, 64, dtype="bf16"), "sm_80") == "mma_sync"
     assert choose_impl(None, GemmProblem(64, 64, 12, dtype="bf16"), "sm_80") == "wmma"

@@ -10,8 +10,8 @@ import pytest
 from gemmlab import registry
 from gemmlab.cuda import compile as cc
 from gemmlab.errors import BadArgumentError
-from gemmlab.hgemm.runner import refusal
-from gemmlab.kernels.hgemm.specs_hopper import persistent_launch, persistent_smem, tma_boxes
+from gemmlab.ops.hgemm import refusal
+from gemmlab.kernels.hgemm.specs import persistent_launch, persistent_smem, tma_boxes
 from gemmlab.problem import GemmProblem
 
 ROOT = Path(__file__).resolve().parents[2]

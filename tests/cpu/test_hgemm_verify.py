@@ -4,7 +4,7 @@ a bf16-rounded output, one wrong element, and an unwritten (NaN) output all fail
 import numpy as np
 import pytest
 
-from gemmlab.hgemm import verify as hv
+from gemmlab.ops import hgemm_check as hv
 from gemmlab.kernels.hgemm.specs import aligned_rows, dtype_flag
 from gemmlab.problem import GemmProblem
 

@@ -108,8 +108,8 @@ def test_plans_count_every_launch_of_one_call(tmp_path, monkeypatch):
 
     if importlib.util.find_spec("gemmlab.reduce") is None:
         pytest.skip("gemmlab.reduce is not in this tree")
-    from gemmlab.reduce.problem import ReduceProblem
-    from gemmlab.reduce.runner import plan
+    from gemmlab.problem import ReduceProblem
+    from gemmlab.ops.reduce_passes import plan
 
     spec = registry.select("interleaved", op="reduce")[0]
     passes = len(plan(spec, spec.defaults, 1 << 20))

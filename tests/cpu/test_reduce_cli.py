@@ -4,9 +4,12 @@ import pytest
 
 from gemmlab.cli import main
 from gemmlab.cuda.device import gpu_available
-from gemmlab.reduce.bench import ReducePoint, measure_order
-from gemmlab.reduce.problem import ReduceProblem
-from gemmlab.timing import Stats
+from gemmlab.harness.bench import Point as ReducePoint
+from gemmlab.harness.timing import Stats
+from gemmlab.ops.reduce import OP as REDUCE
+from gemmlab.problem import ReduceProblem
+
+measure_order = REDUCE.measure_order
 
 HAS_GPU = gpu_available()[0]
 
@@ -59,8 +62,8 @@ def _point(impl, kind, n, ms, nbytes_per=4, status="PASS"):
 
 
 def test_tables_and_markdown():
-    from gemmlab.reduce.tables import bench_tables
-    from gemmlab.tables import failures_table, to_markdown
+    from gemmlab.harness.tables import bench_tables
+    from gemmlab.harness.tables import failures_table, to_markdown
 
     n = 1 << 20
     pts = [_point("copy", "baseline", n, 0.004, 8), _point("cub", "baseline", n, 0.004),

@@ -7,8 +7,8 @@ import pytest
 from gemmlab import registry
 from gemmlab.errors import BadArgumentError, CompileError, ConstraintError
 from gemmlab.kernels.reduce import specs
-from gemmlab.reduce.problem import ReduceProblem
-from gemmlab.reduce.runner import plan
+from gemmlab.problem import ReduceProblem
+from gemmlab.ops.reduce_passes import plan
 
 KERNELS = registry.kernels("reduce")
 EDGE_N = (1, 2, 3, 4, 5, 7, 31, 32, 33, 63, 64, 65, 255, 256, 257, 511, 512, 513, 1000, 1023, 1024, 1025,

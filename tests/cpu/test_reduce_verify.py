@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from gemmlab.errors import BadArgumentError
-from gemmlab.reduce import verify as rv
-from gemmlab.reduce.problem import EDGE_SIZES, parse_size, parse_sizes, size_label
+from gemmlab.ops import reduce_check as rv
+from gemmlab.ops.reduce import EDGE_SIZES, parse_size, parse_sizes, size_label
 
 
 def test_tolerance_is_stated_and_grows_like_sqrt_n():

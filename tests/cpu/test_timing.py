@@ -1,6 +1,6 @@
 import pytest
 
-from gemmlab.timing import Stats, samples_needed
+from gemmlab.harness.timing import Stats, samples_needed
 
 
 def test_stats():

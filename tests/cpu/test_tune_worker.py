@@ -5,7 +5,7 @@ import pytest
 from gemmlab import registry
 from gemmlab.problem import GemmProblem
 from gemmlab.store import ResultStore
-from gemmlab.tune.history import best_params, tried_points
+from gemmlab.harness.tuned import best_params, tried_points
 from gemmlab.tune.search import Exhaustive
 from gemmlab.tune.tuner import TuneOptions, tune
 from gemmlab.tune.worker import WorkerPool

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from gemmlab.verify import compare, normwise_tolerance, sweep_problems
+from gemmlab.ops.sgemm import compare, normwise_tolerance, sweep_problems
 
 
 def _case(M=67, N=45, K=129, beta=0.0, seed=1):

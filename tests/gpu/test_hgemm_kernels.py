@@ -8,9 +8,9 @@ import pytest
 
 from gemmlab import registry
 from gemmlab.errors import BadArgumentError
-from gemmlab.hgemm import verify as hv
-from gemmlab.hgemm.bench import verify_sweep
-from gemmlab.hgemm.runner import HgemmRunner, refusal
+from gemmlab.ops import hgemm_check as hv
+from gemmlab.harness.bench import verify_sweep
+from gemmlab.ops.hgemm import HgemmRunner, refusal
 from gemmlab.problem import GemmProblem
 
 DTYPES = ("fp16", "bf16")
@@ -45,13 +45,13 @@ def test_sweep(impl, dtype):
     _skip_unavailable(impl)
     problems = _supported(impl, hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES))
     assert len(problems) >= 2 * len(hv.ALIGNED_SHAPES)
-    _assert_all_pass(verify_sweep([impl], problems, dtype))
+    _assert_all_pass(verify_sweep([impl], problems))
 
 
 @pytest.mark.parametrize("impl,dtype", CASES, ids=lambda x: getattr(x, "name", x))
 def test_large(impl, dtype):
     _skip_unavailable(impl)
-    _assert_all_pass(verify_sweep([impl], hv.sweep_problems(dtype, LARGE), dtype))
+    _assert_all_pass(verify_sweep([impl], hv.sweep_problems(dtype, LARGE)))
 
 
 # Other points of each space (tests/cpu/test_hgemm_compile.py checks they satisfy the constraints).
@@ -83,7 +83,7 @@ def test_other_parameters(name, params, dtype):
     any_shape = name in ("wmma", "persistent", "tf32_wgmma")
     shapes = hv.ALIGNED_SHAPES + ((1000, 1000, 1000), (2000, 520, 1000)) + (hv.SWEEP_SHAPES if any_shape else ())
     problems = _supported(impl, hv.sweep_problems(dtype, shapes))
-    _assert_all_pass(verify_sweep([impl], problems, dtype, {name: params}))
+    _assert_all_pass(verify_sweep([impl], problems, {name: params}))
 
 
 @pytest.mark.parametrize("shape", [(127, 127, 127), (64, 64, 12), (64, 12, 64)])
@@ -96,13 +96,13 @@ def test_mma_sync_refuses_unaligned_shapes(shape):
     A, B, C = hv.make_inputs(p, 1)
     with pytest.raises(BadArgumentError, match=r"^mma_sync needs K % 8 == 0 and N % 8 == 0 \(16-byte rows"):
         runner.enqueue(p, A, B, C, device().create_stream())
-    (r,) = verify_sweep([impl], [p], "fp16")
+    (r,) = verify_sweep([impl], [p])
     assert r.status == "ERROR" and r.reason.startswith("mma_sync needs K % 8 == 0")
 
 
 def test_api_on_torch_tensors():
     torch = pytest.importorskip("torch")
-    from gemmlab.hgemm.api import hgemm
+    from gemmlab.api import hgemm
 
     for dt in (torch.float16, torch.bfloat16):
         for (M, N, K) in ((256, 264, 1032), (100, 37, 51)):  # the second: any-shape rung (5, or 1 pre-Hopper)

@@ -2,9 +2,9 @@
 import pytest
 
 from gemmlab import registry
-from gemmlab.bench import verify_sweep
+from gemmlab.harness.bench import verify_sweep
 from gemmlab.problem import GemmProblem
-from gemmlab.verify import sweep_problems
+from gemmlab.ops.sgemm import sweep_problems
 
 IMPLS = registry.all_impls("sgemm")
 
@@ -33,7 +33,7 @@ def test_misaligned_pointers_take_the_scalar_path():
     import cupy as cp
 
     import gemmlab
-    from gemmlab.verify import compare
+    from gemmlab.ops.sgemm import compare
 
     M, N, K = 130, 132, 68  # multiples of 4, so only the pointer alignment is off
     rng = cp.random.default_rng(7)

@@ -1,4 +1,4 @@
-"""gemmlab.reduce.api.reduce_sum (exported as gemmlab.reduce_sum) on CuPy and torch inputs."""
+"""gemmlab.api.reduce_sum (exported as gemmlab.reduce_sum) on CuPy and torch inputs."""
 import math
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from gemmlab import registry
 from gemmlab.errors import BadArgumentError
-from gemmlab.reduce.api import DEFAULT_REDUCE, reduce_sum
+from gemmlab.api import DEFAULT_REDUCE, reduce_sum
 
 KERNEL_NAMES = [k.name for k in registry.kernels("reduce")]
 

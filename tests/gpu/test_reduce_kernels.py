@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gemmlab import registry
-from gemmlab.reduce.bench import verify_sweep
+from gemmlab.harness.bench import verify_sweep
 
 IMPLS = [i for i in registry.all_impls("reduce") if not getattr(i, "ceiling", False)]
 KERNELS = registry.kernels("reduce")
@@ -57,7 +57,7 @@ def test_misaligned_views(name, skip):
     """Views starting 4, 8, 12 bytes past a 16-byte boundary take the head/tail paths."""
     import cupy as cp
 
-    import gemmlab.reduce.api as api
+    import gemmlab.api as api
 
     rng = np.random.default_rng(skip)
     for n in (1, 2, 3, 4, 5, 1000, (1 << 20) + 7):
@@ -75,7 +75,7 @@ def test_single_pass_counters_reset_and_result_is_deterministic(name):
     import cupy as cp
 
     from gemmlab.cuda.device import device
-    from gemmlab.reduce.runner import ReduceRunner
+    from gemmlab.ops.reduce_passes import ReduceRunner
 
     stream = device().create_stream()
     runner = ReduceRunner(registry.get(name, "reduce"))
@@ -95,7 +95,7 @@ def test_single_pass_counters_reset_and_result_is_deterministic(name):
 @pytest.mark.parametrize("name", ["grid_stride_vec4", "single_pass", "tile_queue"])
 def test_grid_is_one_resident_wave(name):
     from gemmlab.cuda.device import info
-    from gemmlab.reduce.runner import ReduceRunner
+    from gemmlab.ops.reduce_passes import ReduceRunner
 
     runner = ReduceRunner(registry.get(name, "reduce"))
     v = runner.params

@@ -11,7 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # script, name for the log, the least number of PASS lines it must print
 SCRIPTS = [("sanitize_kernels.py", "sgemm", 3 * 20), ("sanitize_reduce.py", "reduce", 9 * 7),
-           ("sanitize_hgemm.py", "hgemm", 2 * 2 * (11 + 5 + 5 + 5 + 11) + 2 * 11)]
+           ("sanitize_hgemm.py", "hgemm", 2 * 2 * (11 + 5 + 5 + 5 + 11) + 2 * 11),
+           ("sanitize_kernels.py --op bgemm", "bgemm", 3)]
 
 
 def _sanitizer() -> str:
@@ -29,7 +30,7 @@ def test_sanitizer_clean(tool, script, name, least, tmp_path):
     log = log_dir / f"sanitizer-{name}-{tool}.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     cmd = [_sanitizer(), "--tool", tool, "--error-exitcode", "99", "--log-file", str(log),
-           sys.executable, str(ROOT / "scripts" / script)]
+           sys.executable, str(ROOT / "scripts" / script.split()[0]), *script.split()[1:]]
     if tool == "racecheck":
         cmd[3:3] = ["--racecheck-report", "all"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1500)

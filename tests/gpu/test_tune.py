@@ -4,7 +4,7 @@ from gemmlab import registry
 from gemmlab.cuda.device import info
 from gemmlab.problem import GemmProblem
 from gemmlab.store import ResultStore
-from gemmlab.tune.history import best_params
+from gemmlab.harness.tuned import best_params
 from gemmlab.tune.search import Exhaustive
 from gemmlab.tune.space import enumerate_space
 from gemmlab.tune.tuner import TuneOptions, tune

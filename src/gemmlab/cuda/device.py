@@ -113,3 +113,13 @@ def wrap_stream(handle: int):
         return Stream.from_handle(int(handle))
 
     return device().create_stream(_StreamHandle(handle))  # older cuda.core
+
+
+def sync_or_raise(stream) -> None:
+    """Wait for `stream`; a CUDA error (illegal address, failed launch) becomes a LaunchError."""
+    from ..errors import LaunchError
+
+    try:
+        stream.sync()
+    except Exception as exc:  # an illegal address or a failed launch surfaces here
+        raise LaunchError(f"the GPU reported an error: {exc}") from None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 
 RANGE = "gemmlab_profile"
@@ -44,19 +43,6 @@ def _nvtx():
         return None
 
 
-def _sync(stream) -> None:
-    from ..errors import LaunchError
-
-    try:
-        stream.sync()
-    except Exception as exc:
-        raise LaunchError(f"the GPU reported an error: {exc}") from None
-
-
-def _seed() -> int:
-    return random.SystemRandom().randrange(1 << 31)
-
-
 def launches_per_gemm(impl, problem, params) -> int:
     if getattr(impl, "kind", "") != "kernel":
         return 1
@@ -69,7 +55,7 @@ def launches_per_sum(impl, n: int, params) -> int:
     """Passes of a reduce kernel over n elements (one launch each)."""
     if getattr(impl, "kind", "") != "kernel":
         return 1
-    from ..reduce.runner import plan
+    from ..ops.reduce_passes import plan
 
     return len(plan(impl, impl.resolve(params), n))
 
@@ -84,71 +70,47 @@ def _profiled(call) -> bool:
     return nvtx is not None
 
 
-def run(impl_name: str, M: int, N: int, K: int, alpha: float, beta: float, params: dict, warmup: int,
-        check: bool = True) -> dict:
-    from ..bench import verify_runner
-    from ..cuda.device import device
-    from ..problem import GemmProblem
+def run(op_name: str, impl_name: str, problem, params: dict, warmup: int, check: bool = True) -> dict:
+    """Warm-up launches, the profiled launch in RANGE, and the check: GEMMs verify first (that
+    run is the first warm-up), the sum after the profiled launches (its checks launch the kernel
+    a number of times that depends on the kernel, which ncu would otherwise count)."""
+    from .. import ops
+    from ..cuda.device import device, sync_or_raise
+    from ..harness.bench import new_seed, verify_runner
     from ..registry import select
-    from ..runner import GemmRunner
-    from ..verify import make_inputs
 
-    impl = select(impl_name, op="sgemm")[0]
-    problem = GemmProblem(M, N, K, alpha, beta)
+    op = ops.get(op_name)
+    impl = select(impl_name, op=op_name)[0]
     stream = device().create_stream()
-    runner = GemmRunner(impl, params)
-    info: dict = {"op": "sgemm", "impl": impl.name, "shape": problem.shape, "params": runner.params,
-                  "warmup": warmup, "launches_per_call": launches_per_gemm(impl, problem, runner.params)}
-    done = 0
-    if check and impl.kind == "kernel":
+    runner = op.prepare(impl, params, problem.dtype)
+    gemm = op_name != "reduce"
+    launches = (launches_per_gemm(impl, problem, runner.params) if gemm
+                else launches_per_sum(impl, problem.n, runner.params))
+    info: dict = {"op": op_name, "impl": impl.name, "params": runner.params, "warmup": warmup,
+                  "launches_per_call": launches}
+    info.update({"shape": problem.shape} if gemm else {"n": problem.n})
+
+    def checked() -> None:
         verdict, _ = verify_runner(runner, problem, stream)
         info.update(verified=bool(verdict.passed), rel_err=float(verdict.rel_err), reason=verdict.reason)
+
+    done = 0
+    if gemm and check and impl.kind == "kernel":
+        checked()
         done = 1
-    import cupy as cp
-
-    A, B, C = make_inputs(problem, _seed())
-    cp.cuda.get_current_stream().synchronize()
+    inputs = op.timing_inputs(problem, new_seed())
+    op.before_timing(runner, problem)
     for _ in range(max(warmup - done, 0)):
-        runner.enqueue(problem, A, B, C, stream)
-    _sync(stream)
+        op.enqueue(runner, problem, inputs, stream)
+    sync_or_raise(stream)
 
     def profiled():
-        runner.enqueue(problem, A, B, C, stream)
-        _sync(stream)
+        op.enqueue(runner, problem, inputs, stream)
+        sync_or_raise(stream)
 
     info["nvtx"] = _profiled(profiled)
-    return info
-
-
-def run_reduce(impl_name: str, n: int, params: dict, warmup: int, check: bool = True) -> dict:
-    import cupy as cp
-
-    from ..cuda.device import device
-    from ..reduce.bench import verify_runner
-    from ..reduce.runner import ReduceRunner
-    from ..reduce.verify import make_input
-    from ..registry import select
-
-    impl = select(impl_name, op="reduce")[0]
-    stream = device().create_stream()
-    runner = ReduceRunner(impl, params)
-    info: dict = {"op": "reduce", "impl": impl.name, "n": n, "params": runner.params, "warmup": warmup,
-                  "launches_per_call": launches_per_sum(impl, n, runner.params)}
-    x = make_input(n, _seed(), "uniform")
-    runner.prepare(n)
-    cp.cuda.get_current_stream().synchronize()
-    for _ in range(warmup):
-        runner.enqueue(x, stream)
-    _sync(stream)
-
-    def profiled():
-        runner.enqueue(x, stream)
-        _sync(stream)
-
-    info["nvtx"] = _profiled(profiled)
-    if check and impl.kind == "kernel":  # after the profiled launches: ncu counts no more of them
-        verdict, _ = verify_runner(runner, n, stream)
-        info.update(verified=bool(verdict.passed), rel_err=float(verdict.rel_err), reason=verdict.reason)
+    if not gemm and check and impl.kind == "kernel":
+        checked()
     return info
 
 
@@ -170,15 +132,17 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         params = json.loads(args.params)
+        from ..problem import GemmProblem, ReduceProblem
+
         if args.op == "reduce":
             if args.elements is None:
                 ap.error("--op reduce needs --n")
-            info = run_reduce(args.impl, args.elements, params, args.warmup, check=not args.no_check)
+            problem = ReduceProblem(args.elements)
         else:
             if None in (args.M, args.N, args.K):
                 ap.error("sgemm needs --M, --N and --K")
-            info = run(args.impl, args.M, args.N, args.K, args.alpha, args.beta, params, args.warmup,
-                       check=not args.no_check)
+            problem = GemmProblem(args.M, args.N, args.K, args.alpha, args.beta)
+        info = run(args.op, args.impl, problem, params, args.warmup, check=not args.no_check)
     except GemmlabError as exc:
         print(PREFIX + json.dumps({"error": str(exc)}), flush=True)
         return 2

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from ..problem import GemmProblem
 from ..registry import KernelSpec
 from .compile_pool import compile_all
-from .history import canonical, tried_points
+from ..harness.tuned import canonical, tried_points
 from .search import Strategy
 from .worker import DEFAULT_TASK, WorkerPool
 

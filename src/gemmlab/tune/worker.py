@@ -49,7 +49,7 @@ def run_candidate(task: dict) -> dict:
     """Verify and time one parameter set of one kernel (runs inside a worker)."""
     global _stream
     from .. import registry
-    from ..bench import BenchOptions, run_point
+    from ..harness.bench import BenchOptions, run_point
     from ..cuda.device import device
     from ..errors import GemmlabError, LaunchError
     from ..problem import GemmProblem

@@ -12,7 +12,7 @@ Kernel signatures (all fp32, x contiguous, n >= 1 elements, `long long` so n may
         (tickets; rung 10's next tile) that the kernel leaves at zero again.
 
 A full scalar sum from a block-partials rung takes passes: the same kernel on its own
-partials until one value is left (gemmlab.reduce.runner.ReduceRunner.plan). Constraints
+partials until one value is left (gemmlab.ops.reduce_passes.plan). Constraints
 mirror the kernels' static_asserts so a bad configuration is refused before NVRTC runs.
 Template parameters: THREADS (threads per block), ELEMS (elements per thread, rungs 1-7),
 UNROLL (float4 loads in flight per thread) and BLOCKS_PER_SM (grid = BLOCKS_PER_SM x SMs, and
@@ -185,7 +185,3 @@ LADDER = (INTERLEAVED, NO_DIVERGENCE, SEQUENTIAL, ADD_DURING_LOAD, UNROLL_LAST_W
           GRID_STRIDE_VEC4, SINGLE_PASS_RUNG, TILE_QUEUE)
 
 register(*LADDER)
-
-# The library baselines and the copy ceiling register with the kernels: importing this
-# module is what `registry` does to learn the reduce op.
-from ...reduce import baselines as _baselines  # noqa: E402,F401

@@ -1,0 +1,1 @@
+"""The op-generic harness: points (verify, time, row), the bench/verify commands, tables, timing, array intake."""

@@ -1,0 +1,1 @@
+"""Batched SGEMM kernels (strided batches): the bgemm ladder."""

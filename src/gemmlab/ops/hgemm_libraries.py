@@ -1,0 +1,95 @@
+"""hgemm baselines, timed by the same timer in the same run as the kernels.
+
+- cublas: cuBLAS through torch.mm(a, b, out_dtype=torch.float32, out=c) - fp16/bf16 inputs,
+  fp32 accumulation AND fp32 output in one cuBLAS call (cublasGemmEx / cublasLt with an fp32 C),
+  exactly the contract of the kernels. torch.mm gained `out_dtype` in PyTorch 2.8 (pytorch
+  PR 150812: "Aten GEMM overload for FP32 output from FP16/BF16 inputs", mm/bmm/addmm/baddbmm);
+  the image has torch 2.11. torch.matmul on fp16 would write fp16 (half the output bytes and a
+  different contract), so it is not the comparison; CuPy 14 has no bf16 dtype, so its cublas
+  wrappers cannot express the bf16 case. With beta == 0 and alpha == 1 (the bench default)
+  the baseline is that single call; otherwise the scaling is extra element-wise kernels, so
+  compare timings at alpha = 1, beta = 0.
+For tf32 (fp32 inputs) the same call runs on fp32 tensors with PyTorch's TF32 switch on for
+the call only (cuBLAS TF32 tensor-core GEMM, CUBLAS_COMPUTE_32F_FAST_TF32), then switched back.
+"""
+from __future__ import annotations
+
+from ..registry import Baseline, register
+from .torch_interop import torch_reason, torch_stream, torch_views
+
+def _reason() -> str:
+    if torch_reason():
+        return torch_reason()
+    import torch
+
+    if "out_dtype" not in (torch.mm.__doc__ or ""):
+        return f"torch {torch.__version__} has no torch.mm(..., out_dtype=) (PyTorch >= 2.8 needed)"
+    return ""
+
+
+class _tf32_matmul:
+    """PyTorch's fp32 matmuls in TF32 for the `with` block only (the newer fp32_precision
+    switch where it exists, else allow_tf32), restored afterwards."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        import torch
+
+        self.matmul = torch.backends.cuda.matmul
+        if not self.on:
+            return self
+        self.new_api = hasattr(self.matmul, "fp32_precision")
+        if self.new_api:
+            self.saved = self.matmul.fp32_precision
+            self.matmul.fp32_precision = "tf32"
+        else:
+            self.saved = self.matmul.allow_tf32
+            self.matmul.allow_tf32 = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            if self.new_api:
+                self.matmul.fp32_precision = self.saved
+            else:
+                self.matmul.allow_tf32 = self.saved
+        return False
+
+
+_out_ok = [True]  # torch.mm(..., out_dtype=, out=) works; else a copy after the call
+
+
+def _enqueue(problem, A, B, C, handle: int) -> None:
+    import torch
+
+    with torch.cuda.stream(torch_stream(handle)), _tf32_matmul(problem.dtype == "tf32"):
+        a, b, c = torch_views(A, B, C, bf16=problem.dtype == "bf16")
+        if problem.dtype == "tf32":  # fp32 tensors: the output is fp32 already
+            if problem.beta == 0.0:
+                torch.mm(a, b, out=c)
+                if problem.alpha != 1.0:
+                    c.mul_(problem.alpha)
+            else:
+                c.mul_(problem.beta).add_(torch.mm(a, b), alpha=problem.alpha)
+            return
+        if problem.beta == 0.0:  # C is not read: the NaN poison cannot leak in
+            if _out_ok[0]:
+                try:
+                    torch.mm(a, b, out_dtype=torch.float32, out=c)
+                except (TypeError, RuntimeError):  # a torch that takes out_dtype but not out=
+                    _out_ok[0] = False
+            if not _out_ok[0]:
+                c.copy_(torch.mm(a, b, out_dtype=torch.float32))
+            if problem.alpha != 1.0:
+                c.mul_(problem.alpha)
+        else:
+            product = torch.mm(a, b, out_dtype=torch.float32)
+            c.mul_(problem.beta).add_(product, alpha=problem.alpha)
+
+
+CUBLAS = Baseline("cublas", "hgemm", "cuBLAS (torch.mm, out_dtype=float32)",
+                  "the vendor library: fp16/bf16 inputs, fp32 accumulate, fp32 output", _reason, _enqueue)
+
+register(CUBLAS)

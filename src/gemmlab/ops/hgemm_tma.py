@@ -1,0 +1,178 @@
+"""Launching the TMA rungs (3-6): tensor maps over the operands, row-stride padding where a
+row is not a multiple of 16 bytes (TMA's rule), B transposed for tf32.
+
+A tensor map describes a 2-D tensor by its logical size and its row stride, so padding needs
+no zeros: the operand is copied into a buffer with a wider row stride and the map keeps the
+logical size; TMA reads zeros past the logical edge and clips stores there. The copies run on
+the launch stream and are part of the timed work (only shapes with unaligned rows pay them).
+Tensor maps are cached by (address, shape, strides, box): a map encodes no data, only where
+it is, so the cache is exact.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadArgumentError
+from ..problem import GemmProblem
+
+ROW_ALIGN = 16  # bytes: TMA's rule for every row stride
+_MAPS: dict[tuple, Any] = {}
+_MAX_MAPS = 64
+
+
+def _tma_enum(name: str):
+    """A tensor-map enum of cuda.core (its module path differs between cuda.core builds)."""
+    import cuda.core
+
+    return getattr(sys.modules[cuda.core.TensorMapDescriptor.__module__], name)
+
+
+def tensor_map(x, box: tuple[int, int]):
+    """A TensorMapDescriptor over the 2-D CuPy array (or strided view) `x`: `box` = (rows, columns)
+    per copy, 128-byte swizzle (the layout wgmma's descriptors assume), zeros out of bounds."""
+    key = (x.data.ptr, x.shape, x.strides, x.dtype.str, box)
+    desc = _MAPS.get(key)
+    if desc is None:
+        from cuda.core.utils import StridedMemoryView
+
+        view = StridedMemoryView.from_cuda_array_interface(x, stream_ptr=-1)
+        try:
+            desc = view.as_tensor_map(box_dim=box, swizzle=_tma_enum("TensorMapSwizzle").SWIZZLE_128B,
+                                      l2_promotion=_tma_enum("TensorMapL2Promotion").L2_256B)
+        except Exception as exc:  # the driver's own reason (alignment, box size)
+            raise BadArgumentError(f"cannot describe a {x.shape} {x.dtype} operand for TMA: {exc}") from None
+        if len(_MAPS) >= _MAX_MAPS:
+            _MAPS.clear()
+        _MAPS[key] = desc
+    return desc
+
+
+def _aligned(elements: int, itemsize: int) -> bool:
+    return (elements * itemsize) % ROW_ALIGN == 0
+
+
+def _round_up(elements: int, itemsize: int) -> int:
+    per = ROW_ALIGN // itemsize
+    return -(-elements // per) * per
+
+
+class TmaOperands:
+    """The operands of one TMA launch, padded or transposed into workspaces kept between calls."""
+
+    def __init__(self):
+        self._ws: dict[str, Any] = {}
+
+    def _padded(self, name: str, src, rows: int, cols: int, copy_in: bool = True):
+        """`src` (rows x cols) in a buffer whose rows are 16-byte multiples (copied in unless
+        `copy_in` is off: a C that is only written). The view keeps the logical width - except
+        for a single row: CUDA's array interface calls a one-row view contiguous and drops its
+        stride, so the whole padded row is described, its tail zero (allocated zeroed, never
+        written)."""
+        import cupy as cp
+
+        width = _round_up(cols, src.itemsize)
+        buf = self._ws.get(name)
+        if buf is None or buf.shape != (rows, width) or buf.dtype != src.dtype:
+            buf = self._ws[name] = cp.zeros((rows, width), dtype=src.dtype)
+        view = buf[:, :cols]
+        if copy_in:
+            view[...] = src
+        return buf if rows == 1 else view
+
+    def prepare(self, problem: GemmProblem, A, B, C, pads: bool, transpose_b: bool, stream_handle: int):
+        """(A view, B view, C view, copy_back) with 16-byte row strides; copy_back() (or None)
+        moves a padded C back. Without `pads`, unaligned rows are refused (the harness checked)."""
+        from ..cuda.device import cupy_stream
+
+        M, N, K = problem.M, problem.N, problem.K
+        with cupy_stream(stream_handle):
+            a = A
+            if not _aligned(K, A.itemsize):
+                if not pads:
+                    raise BadArgumentError(f"K = {K}: rows of A are not a multiple of 16 bytes")
+                a = self._padded("A", A, M, K)
+            if transpose_b:  # B^T, NxK, rows of K elements
+                b = self._padded("Bt", B.T, N, K)
+            elif not _aligned(N, B.itemsize):
+                if not pads:
+                    raise BadArgumentError(f"N = {N}: rows of B are not a multiple of 16 bytes")
+                b = self._padded("B", B, K, N)
+            else:
+                b = B
+            c, copy_back = C, None
+            if not _aligned(N, C.itemsize):
+                c = self._padded("C", C, M, N, copy_in=problem.beta != 0.0)
+
+                def copy_back():
+                    with cupy_stream(stream_handle):
+                        C[...] = c[:, :N]
+        return a, b, c, copy_back
+
+
+def max_active_clusters(ck, geometry) -> int:
+    """How many clusters of this kernel the GPU runs at once (cuOccupancyMaxActiveClusters):
+    a persistent grid larger than this runs its last clusters in a second wave, which can
+    double the time. Cached per kernel and size; the SM count over the cluster size if the
+    driver cannot say."""
+    key = (geometry.cluster, geometry.shmem, geometry.block)
+    cache = ck.__dict__.setdefault("_cluster_slots", {})
+    if key not in cache:
+        from cuda.bindings import driver
+
+        from ..cuda.launch import allow_dynamic_smem
+        from ..kernels.hgemm.specs import cluster_slots
+
+        cache[key] = cluster_slots(geometry.cluster[0])
+        try:
+            allow_dynamic_smem(ck, geometry.shmem)
+            handle = ck.kernel().handle
+            if isinstance(handle, driver.CUkernel):
+                err, handle = driver.cuKernelGetFunction(handle)
+            config = driver.CUlaunchConfig()
+            config.gridDimX, config.gridDimY, config.gridDimZ = geometry.cluster[0] * 64, 1, 1
+            config.blockDimX, config.blockDimY, config.blockDimZ = geometry.block
+            config.sharedMemBytes = geometry.shmem
+            attr = driver.CUlaunchAttribute()
+            attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = geometry.cluster
+            config.attrs = [attr]
+            config.numAttrs = 1
+            err, count = driver.cuOccupancyMaxActiveClusters(handle, config)
+            if err == driver.CUresult.CUDA_SUCCESS and count > 0:
+                cache[key] = int(count)
+        except Exception:  # an older driver binding: keep the estimate
+            pass
+    return cache[key]
+
+
+def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
+    """Enqueue a TMA rung: maps for A, B (and C), then the kernel, then C's copy back if padded."""
+    from ..cuda.launch import launch_kernel
+    from ..kernels.hgemm.specs import tma_boxes
+
+    spec, params = runner.impl, runner.params
+    if getattr(runner, "_tma_operands", None) is None:
+        runner._tma_operands = TmaOperands()
+    a, b, c, copy_back = runner._tma_operands.prepare(problem, A, B, C, "pads" in spec.tags,
+                                                      "b_transposed" in spec.tags, int(stream.handle))
+    boxes = tma_boxes(spec, params)
+    geometry = spec.launch(problem, params)
+    if "persistent" in spec.tags:  # no more clusters than run at once: one wave, no tail
+        slots = max_active_clusters(runner.compiled, geometry)
+        clusters = min(geometry.grid[0] // geometry.cluster[0], slots)
+        geometry = replace(geometry, grid=(clusters * geometry.cluster[0], 1, 1))
+    scalars = (np.int32(problem.M), np.int32(problem.N), np.int32(problem.K), np.float32(problem.alpha),
+               np.float32(problem.beta))
+    maps = (tensor_map(a, boxes["A"]), tensor_map(b, boxes["B"]))
+    if "C" in boxes:  # rungs 5-6: C by TMA store, and read directly (beta != 0) with its row stride
+        ldc = c.strides[0] // c.itemsize
+        launch_kernel(runner.compiled, geometry, stream, *maps, tensor_map(c, boxes["C"]), *scalars, c.data.ptr,
+                      np.int32(ldc))
+    else:
+        launch_kernel(runner.compiled, geometry, stream, *maps, *scalars, c.data.ptr)
+    if copy_back is not None:
+        copy_back()

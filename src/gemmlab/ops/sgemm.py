@@ -1,0 +1,128 @@
+"""The sgemm op: C = alpha * A @ B + beta * C in fp32, row-major contiguous A (MxK), B (KxN), C (MxN).
+
+Kernels: gemmlab/kernels/sgemm/ (rungs 1-13 and the seeds' variants), signature
+    (int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C[, float* W])
+with a trailing split-K workspace W where the spec names a reduction kernel. Baselines: cuBLAS
+(CuPy), torch.addmm and Triton (ops/sgemm_libraries.py).
+
+Bounds (gemm_family's two tests), with u = 2^-24 the fp32 unit roundoff:
+- normwise tol = max(1e-5, 2 * u * sqrt(K)): rounding errors of a K-term fp32 dot product with
+  random signs grow like u * sqrt(K) (a random walk; about 4e-6 at K = 8192 in practice), so
+  1e-5 holds with margin up to K ~ 16k and the bound widens only past that;
+- elementwise factor (K + 2) * u: the worst case of any summation order with FMA.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import math
+
+import numpy as np
+
+from ..cuda.prepared import PreparedImpl
+from ..kernels.sgemm import specs as _kernels  # noqa: F401  (registers the ladder)
+from ..problem import GemmProblem
+from . import sgemm_libraries as _libraries  # noqa: F401  (registers cuBLAS, torch, Triton)
+from .base import device_inputs
+from .gemm_family import SWEEP_SCALARS, SWEEP_SHAPES, GemmOp, Verdict, compare_gemm, run_and_compare
+
+U32 = 2.0 ** -24  # fp32 unit roundoff
+
+
+def normwise_tolerance(K: int) -> float:
+    return max(1e-5, 2.0 * U32 * math.sqrt(K))
+
+
+def make_inputs(problem: GemmProblem, seed: int, c_random: bool = False):
+    """Fresh uniform [-1, 1) fp32 inputs on the GPU; C0 random when beta != 0 (or asked), else NaN."""
+    import cupy as cp
+
+    rng = cp.random.default_rng(seed)
+    A = rng.uniform(-1.0, 1.0, (problem.M, problem.K), dtype=cp.float32)
+    B = rng.uniform(-1.0, 1.0, (problem.K, problem.N), dtype=cp.float32)
+    if problem.beta != 0.0 or c_random:
+        C0 = rng.uniform(-1.0, 1.0, (problem.M, problem.N), dtype=cp.float32)
+    else:
+        C0 = cp.full((problem.M, problem.N), cp.nan, dtype=cp.float32)
+    return A, B, C0
+
+
+def compare(C, A, B, C0, alpha: float, beta: float) -> Verdict:
+    """Check C (fp32, device or host) against the fp64 reference computed from A, B, C0."""
+    K = A.shape[1]
+    return compare_gemm(C, A, B, C0, alpha, beta, to_f64=lambda x, xp: xp.asarray(x, dtype=xp.float64),
+                        elementwise_factor=(K + 2) * U32, tol=normwise_tolerance(K))
+
+
+def sweep_problems(shapes=SWEEP_SHAPES, scalars=SWEEP_SCALARS) -> list[GemmProblem]:
+    return [GemmProblem(M, N, K, alpha, beta) for (M, N, K) in shapes for (alpha, beta) in scalars]
+
+
+class GemmRunner(PreparedImpl):
+    """An sgemm kernel compiled for the current device (or a baseline), ready to enqueue."""
+
+    def __init__(self, impl: Any, params: Mapping[str, int] | None = None, arch: str | None = None):
+        super().__init__(impl, params, arch)
+        self.reduce = None
+        self._workspace = None  # grown on demand; one per runner, so one stream at a time
+        if self.compiled is not None and impl.splitk_reduce is not None:
+            from ..cuda.compile import compile_kernel
+
+            self.reduce = compile_kernel(impl.splitk_reduce, arch=self.arch)
+
+    def _workspace_ptr(self, floats: int) -> int:
+        import cupy as cp
+
+        if self._workspace is None or self._workspace.size < floats:
+            self._workspace = cp.empty(floats, dtype=cp.float32)
+            cp.cuda.get_current_stream().synchronize()
+        return self._workspace.data.ptr
+
+    def _enqueue_reduce(self, problem: GemmProblem, slices: int, c_ptr: int, stream) -> None:
+        from ..cuda.device import info
+        from ..cuda.launch import launch_kernel
+        from ..registry import Launch, cdiv
+
+        blocks = min(cdiv(problem.M * problem.N, 256), info().sm_count * 8)
+        launch_kernel(self.reduce, Launch((blocks, 1, 1), (256, 1, 1)), stream, np.int32(problem.M),
+                      np.int32(problem.N), np.int32(slices), np.float32(problem.alpha), self._workspace.data.ptr,
+                      np.float32(problem.beta), c_ptr)
+
+    def enqueue(self, problem: GemmProblem, A, B, C, stream) -> None:
+        """C = alpha*A@B + beta*C on `stream` (a cuda.core Stream); A, B, C are CuPy arrays."""
+        if self.compiled is None:
+            self.impl.enqueue(problem, A, B, C, int(stream.handle))
+            return
+        from ..cuda.launch import launch_gemm
+
+        geometry = self.impl.launch(problem, self.params)
+        extra: tuple[int, ...] = ()
+        slices = geometry.grid[2]
+        if self.reduce is not None:
+            extra = (self._workspace_ptr(slices * problem.M * problem.N) if slices > 1 else 0,)
+        launch_gemm(self.compiled, geometry, stream, problem.M, problem.N, problem.K, problem.alpha,
+                    A.data.ptr, B.data.ptr, problem.beta, C.data.ptr, *extra)
+        if self.reduce is not None and slices > 1:
+            self._enqueue_reduce(problem, slices, C.data.ptr, stream)
+
+
+class SgemmOp(GemmOp):
+    def prepare(self, impl, params, dtype):
+        return GemmRunner(impl, params)
+
+    def timing_inputs(self, problem, seed):
+        return device_inputs(make_inputs, problem, seed, True)
+
+    def enqueue(self, runner, problem, inputs, stream) -> None:
+        runner.enqueue(problem, *inputs, stream)
+
+    def verify(self, runner, problem, stream, seed, host_data=False, special=True) -> Verdict:
+        inputs = device_inputs(make_inputs, problem, seed)
+        return run_and_compare(runner, problem, inputs, stream,
+                               lambda C, A, B, C0: compare(C, A, B, C0, problem.alpha, problem.beta))
+
+    def batch_prefix(self, dtype: str) -> str:
+        return "bench_fp32"
+
+
+OP = SgemmOp("sgemm", "C = alpha*A@B + beta*C in fp32 (CUDA cores; TF32 off)")

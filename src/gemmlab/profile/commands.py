@@ -1,0 +1,266 @@
+"""The bodies of `gemmlab profile` and `gemmlab analyze` (gemmlab.cli registers them on its app)."""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from .. import ops, registry
+from ..errors import BadArgumentError, GemmlabError
+from ..harness.ui import console, params_for
+
+DEFAULT_SHAPE = 4096
+
+
+def command_text(ctx: typer.Context | None = None) -> str:
+    """The command line as typed; rebuilt from the parsed options when gemmlab was called
+    from Python (main([...])), where sys.argv is not this command's."""
+    argv = sys.argv[1:]
+    if ctx is None or (argv and argv[0] == ctx.info_name):
+        return shlex.join(["gemmlab", *argv])
+    parts = ["gemmlab", ctx.info_name or ""]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default or not getattr(param, "opts", None):
+            continue
+        if isinstance(value, bool):
+            names = param.opts if value else (getattr(param, "secondary_opts", None) or [])
+            if names:
+                parts.append(names[0])
+            continue
+        parts += [param.opts[0], str(value)]
+    return shlex.join(parts)
+
+
+def _select(impl: str, with_baselines: bool = True, op: str = "sgemm") -> list:
+    """'all', 'name', 'a,b,c'; 'ladder' stands for the rungs in order, also inside a list
+    ('ladder,cublas')."""
+    if impl.strip() == "all":
+        return registry.select("all", op=op, with_baselines=with_baselines)
+    picked: list = []
+    for name in (n.strip() for n in impl.split(",")):
+        if name == "ladder":
+            picked += [k for k in registry.kernels(op) if k.rung is not None]
+        else:
+            picked += registry.select(name or ",", op=op, with_baselines=with_baselines)
+    return picked
+
+
+DEFAULT_REDUCE_N = 1 << 24
+
+
+PROFILED_OPS = ("sgemm", "reduce")  # the ops the profile target process can run
+
+
+def _check_op(op: str) -> None:
+    ops.get(op)  # an unknown op: one line naming the known ones
+    if op not in PROFILED_OPS:
+        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce (profile and analyze take these ops)")
+
+
+def _fmt(value, digits: int) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def profile_table(kernels: list, title: str) -> Table:
+    from .ncu import METRICS
+
+    table = Table(title=title)
+    table.add_column("metric")
+    ok = [k for k in kernels if k.status != "ERROR"]
+    for k in ok:
+        table.add_column(k.label, justify="right")
+    for m in METRICS:
+        table.add_row(m.label, *(_fmt(k.headline.get(m.key), m.digits) for k in ok))
+    table.add_row("verified", *("yes" if k.target.get("verified") else "no" if k.target.get("verified") is False
+                                else "-" for k in ok))
+    return table
+
+
+def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder (the rungs in order), all, a name or a,b,c (e.g. ladder,cublas)"),
+            op: str = typer.Option("sgemm", help="sgemm | reduce"),
+            M: int = typer.Option(DEFAULT_SHAPE, "--M", min=1), N: int = typer.Option(DEFAULT_SHAPE, "--N", min=1),
+            K: int = typer.Option(DEFAULT_SHAPE, "--K", min=1),
+            n: Optional[int] = typer.Option(None, "--n", min=1, help=f"reduce: element count (default {DEFAULT_REDUCE_N})"),
+            alpha: float = typer.Option(1.0), beta: float = typer.Option(0.0),
+            warmup: int = typer.Option(3, min=1, help="launches before the profiled one (the first is verified)"),
+            params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
+            check: bool = typer.Option(True, "--check/--no-check", help="verify the first warm-up launch"),
+            db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)"),
+            csv: Optional[Path] = typer.Option(None, help="also write this run's profile rows as CSV"),
+            json_out: Optional[Path] = typer.Option(None, "--json", help="also write them as JSON"),
+            reports: Optional[Path] = typer.Option(None, help="keep ncu's .ncu-rep files in this folder"),
+            timeout: float = typer.Option(600, help="seconds one ncu run may take")) -> None:
+    """Nsight Compute metrics of each kernel, side by side (ncu runs a small target process)."""
+    _check_op(op)
+    if op == "sgemm" and n is not None:
+        raise BadArgumentError("--n is for --op reduce; use --M/--N/--K for sgemm")
+    from ..cuda.device import device, info
+    from ..envinfo import collect_env
+    from ..problem import GemmProblem
+    from ..store import DEFAULT_DB, ResultStore
+    from . import ncu as N_
+    from . import rows
+    from .profiler import measure_dram_bandwidth, ncu_version, profile_many
+
+    impls = _select(impl, op=op)
+    chosen = params_for(impls, params)
+    if op == "reduce":
+        from ..problem import ReduceProblem
+
+        problem = ReduceProblem(n or DEFAULT_REDUCE_N)
+        shape = f"n={problem.n}"
+    else:
+        problem = GemmProblem(M, N, K, alpha, beta)
+        shape = problem.shape
+    ncu = N_.find_ncu()
+    if ncu is None:
+        raise GemmlabError(N_.NO_NCU)
+    device()  # one line when there is no GPU
+    arch = info().arch
+    impls = [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
+    version = ncu_version(ncu)
+    db_path = Path(db or DEFAULT_DB)
+    store = ResultStore(db_path)
+    command = command_text(ctx)
+    env = collect_env()
+    env["ncu"] = {"path": ncu, "version": version}
+    run_id = store.start_run("profile", command, env)
+    conn = rows.connect(db_path)
+    bw = measure_dram_bandwidth()
+    rows.insert(conn, "bandwidth", run_id, **bw)
+    console.print(f"ncu {version}; {info().name} ({arch}); DRAM copy {bw['gbps']:,.0f} GB/s; "
+                  f"profiling {len(impls)} implementation(s) at {shape}")
+    errors: list[str] = []
+
+    def record(plan, k) -> None:
+        rows.insert(conn, "profiles", run_id, **k.row(problem, plan.params, version, plan.skip, plan.count))
+        state = "ok" if k.status == "OK" else f"{k.status}: {k.reason}"
+        console.print(f"  {k.label}: {state}", highlight=False, markup=False)
+        if k.status != "OK":
+            errors.append(f"{k.label}: {k.reason}")
+
+    kernels = profile_many(impls, problem, lambda i: chosen.get(i.name, {}), warmup, arch, reports=reports,
+                           timeout=timeout, check=check, on_kernel=record)
+    console.print(f"command: {command}", highlight=False, markup=False)
+    console.print(profile_table(kernels, f"Nsight Compute, {shape}, {info().name} (run {run_id})"))
+    stored = rows.select(conn, "profiles", run_id)
+    if csv:
+        rows.export_csv(stored, csv)
+    if json_out:
+        rows.export_json(stored, json_out, run_id=run_id, command=command, bandwidth=bw)
+    console.print(f"stored run {run_id} in {db_path}")
+    if errors:
+        raise GemmlabError(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+
+
+def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder, all, a kernel name or a,b,c"),
+            op: str = typer.Option("sgemm", help="sgemm | reduce"),
+            n: Optional[int] = typer.Option(None, "--n", min=1, help=f"reduce: element count for the launch "
+                                                                      f"geometry (default {DEFAULT_REDUCE_N})"),
+            arch: str = typer.Option("sm_90", help="sm_80 | sm_86 | sm_89 | sm_90"),
+            params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
+            M: int = typer.Option(DEFAULT_SHAPE, "--M", min=1, help="shape for the launch geometry"),
+            N: int = typer.Option(DEFAULT_SHAPE, "--N", min=1), K: int = typer.Option(DEFAULT_SHAPE, "--K", min=1),
+            explain: Optional[bool] = typer.Option(None, "--explain/--no-explain",
+                                                   help="the occupancy calculation line by line (default: one kernel)"),
+            loop: bool = typer.Option(False, "--loop", help="print the SASS of each kernel's main loop"),
+            db: Optional[Path] = typer.Option(None, help="store the rows here (default ./gemmlab-results/results.db)"),
+            store_rows: bool = typer.Option(True, "--store/--no-store", help="write the rows to the database")) -> None:
+    """Registers, shared memory, theoretical occupancy and SASS mix of kernels; no GPU needed."""
+    from ..envinfo import collect_env
+    from ..problem import GemmProblem
+    from ..store import DEFAULT_DB, ResultStore
+    from . import rows
+    from .analysis import analyze as run_analysis
+    from .occupancy import limits_for
+    from .sass import MIX_COLUMNS, find_tool
+
+    _check_op(op)
+    limits = limits_for(arch)
+    specs = [i for i in _select(impl, with_baselines=False, op=op) if i.kind == "kernel"]
+    if not specs:
+        raise BadArgumentError(f"--impl {impl!r} names no kernel (baselines have no code to analyze)")
+    chosen = params_for(specs, params)
+    if op == "reduce":
+        from ..problem import ReduceProblem
+
+        problem = ReduceProblem(n or DEFAULT_REDUCE_N)
+    else:
+        problem = GemmProblem(M, N, K)
+    tool = find_tool()
+    results = [run_analysis(s, chosen.get(s.name), arch, problem, tool=tool) for s in specs]
+
+    comp = Table(title=f"compile report ({arch}, ptxas)")
+    for col in ("kernel", "parameters", "regs", "smem static B", "smem dynamic B", "stack B", "spill st B", "spill ld B"):
+        comp.add_column(col, justify="left" if col in ("kernel", "parameters") else "right", overflow="fold")
+    for a in results:
+        r = a.resources
+        comp.add_row(a.impl, ",".join(f"{k}={v}" for k, v in a.params.items()) or "-", str(r.registers),
+                     str(r.smem_static), str(a.smem_dynamic), str(r.stack_frame), str(r.spill_stores),
+                     str(r.spill_loads))
+    console.print(comp)
+
+    occ = Table(title=f"theoretical occupancy on {arch} ({limits.example}: {limits.max_warps_per_sm} warps, "
+                      f"{limits.regs_per_sm} regs, {limits.smem_per_sm // 1024} KiB smem, "
+                      f"{limits.max_blocks_per_sm} blocks per SM)")
+    for col in ("kernel", "threads", "regs", "smem B", "blocks by regs", "by smem", "by threads", "by block cap",
+                "blocks/SM", "warps/SM", "occupancy", "limited by"):
+        occ.add_column(col, justify="left" if col in ("kernel", "limited by") else "right")
+    for a in results:
+        o = a.occupancy
+        b = o.blocks_by
+        occ.add_row(a.impl, str(a.threads), str(o.registers_per_thread), str(o.smem_per_block), str(b["registers"]),
+                    str(b["shared memory"]), str(b["threads"]), str(b["blocks per SM"]), str(o.blocks_per_sm),
+                    f"{o.active_warps}/{o.max_warps}", f"{100 * o.occupancy:.1f}%", o.limiter)
+    console.print(occ)
+    if explain or (explain is None and len(results) == 1):
+        for a in results:
+            console.print(f"{a.impl}:", highlight=False)
+            for line in a.occupancy.explain():
+                console.print(f"  {line}", highlight=False, markup=False)
+
+    with_mix = [a for a in results if a.sass is not None]
+    if with_mix:
+        cols = [name for name, _ in MIX_COLUMNS]
+        mix = Table(title=f"SASS instruction mix, main loop (whole kernel in brackets); {with_mix[0].sass.tool}")
+        mix.add_column("kernel")
+        for c in cols:
+            mix.add_column(c, justify="right")
+        for a in with_mix:
+            s = a.sass
+            body = s.loop or {}
+            mix.add_row(a.impl, *(f"{body.get(c, 0)} ({s.whole[c]})" if s.loop else f"- ({s.whole[c]})" for c in cols))
+        console.print(mix)
+        if loop:
+            for a in with_mix:
+                if a.sass.loop_range:
+                    fn_text = _loop_text(a)
+                    console.print(f"{a.impl}: main loop {a.sass.loop_range[0]:#06x}..{a.sass.loop_range[1]:#06x}",
+                                  highlight=False)
+                    console.print(fn_text, highlight=False, markup=False)
+    reasons = {a.sass_reason for a in results if a.sass_reason}
+    for reason in reasons:
+        console.print(reason, highlight=False, markup=False)
+
+    if store_rows:
+        db_path = Path(db or DEFAULT_DB)
+        store = ResultStore(db_path)
+        run_id = store.start_run("analyze", command_text(ctx), collect_env())
+        conn = rows.connect(db_path)
+        for a in results:
+            rows.insert(conn, "analyses", run_id, **a.row())
+        console.print(f"stored run {run_id} in {db_path}")
+
+
+def _loop_text(a) -> str:
+    from .sass import function_for, parse_sass
+
+    fn = function_for(parse_sass(a.sass_text), a.mangled)
+    return fn.text_between(*a.sass.loop_range)
