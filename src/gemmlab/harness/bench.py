@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .. import ops
 from ..errors import GemmlabError, LaunchError, VerificationError
+from ..problem import ReduceProblem
 from .timing import Stats, Timer
 
 
@@ -175,14 +176,15 @@ def verify_sweep(impls: Iterable[Any], problems: Iterable[Any], params: Mapping[
                  on_result: Callable[[Point], None] | None = None, host_data: bool = False,
                  special: bool = True) -> list[Point]:
     """Verification only (no timing), for `gemmlab verify`, the GPU tests and the sanitizer runs.
-    One runner per implementation (compiled once; problems of one dtype), one point per problem;
+    One runner per implementation (compiled once; problems of one dtype), one point per problem
+    (a plain int is a sum of that many elements);
     a GemmlabError becomes that point's ERROR, a LaunchError ends the sweep (the context is gone).
     host_data: inputs made by NumPy and copied, so that only gemmlab's kernels run (sanitizer);
     special: the ops' special-value cases (reduce: NaN and inf) too."""
     from ..cuda.device import device
 
     stream = device().create_stream()
-    problems = list(problems)
+    problems = [ReduceProblem(p) if isinstance(p, int) else p for p in problems]  # an int: n elements
     results = []
     for impl in impls:
         runner = None
