@@ -59,19 +59,17 @@ def _tuned(impl_name: str, problem: GemmProblem) -> dict:
     path = Path(os.environ.get("GEMMLAB_DB", DEFAULT_DB))
     key = (impl_name, problem.shape, str(path))
     if key not in _tuned_cache:
-        found = {}
+        found = None
         if path.exists():
             from . import registry
             from .cuda.device import info
-            from .harness.tuned import best_params
+            from .harness.tuned import usable_best
             from .store import ResultStore
 
             spec = registry.get(impl_name, problem.op)
             if spec.kind == "kernel":
-                hit = best_params(ResultStore(path), info().name, impl_name, problem)
-                if hit is not None and not spec.failed_constraints({**spec.defaults, **hit[0]}):
-                    found = hit[0]
-        _tuned_cache[key] = found
+                found = usable_best(ResultStore(path), info().name, spec, problem)
+        _tuned_cache[key] = found or {}
     return _tuned_cache[key]
 
 

@@ -17,7 +17,7 @@ from ..errors import BadArgumentError, GemmlabError
 from ..store import DEFAULT_DB, ResultStore, batch_file_path
 from .bench import BenchOptions, raise_on_failure, run_bench, verify_sweep
 from .tables import bench_tables, clock_warnings, failures_table, to_markdown
-from .tuned import best_params
+from .tuned import usable_best
 from .ui import console, params_for, progress_bar
 
 
@@ -36,9 +36,9 @@ def tuned_params(store, gpu, impls, problems, chosen) -> dict:
         for problem in problems:
             if not hasattr(problem, "M"):
                 continue
-            found = best_params(store, gpu, impl.name, problem)
-            if found is not None and not impl.failed_constraints({**impl.defaults, **found[0]}):
-                tuned[(impl.name, problem.shape)] = found[0]
+            found = usable_best(store, gpu, impl, problem)
+            if found is not None:
+                tuned[(impl.name, problem.shape)] = found
     return tuned
 
 

@@ -38,3 +38,11 @@ def best_params(store: Any, gpu: str | None, impl: str, problem: GemmProblem) ->
     nearest = min({(r["M"], r["N"], r["K"]) for r in rows}, key=lambda s: (_distance(s, target), s))
     best = max((r for r in rows if (r["M"], r["N"], r["K"]) == nearest), key=lambda r: r["gflops"])
     return json.loads(best["params"]), "x".join(map(str, nearest)), best["gflops"]
+
+
+def usable_best(store: Any, gpu: str | None, spec: Any, problem: GemmProblem) -> dict | None:
+    """best_params for a kernel spec, or None when nothing was tuned or the spec refuses them now."""
+    hit = best_params(store, gpu, spec.name, problem)
+    if hit is None or spec.failed_constraints({**spec.defaults, **hit[0]}):
+        return None
+    return hit[0]

@@ -16,8 +16,8 @@ from ..errors import BadArgumentError
 from ..kernels.bgemm import specs as _kernels  # noqa: F401  (registers the ladder)
 from ..problem import BatchedGemmProblem, parse_shape
 from ..registry import Baseline, register
-from .base import ShapeArgs, device_inputs
-from .gemm_family import GemmOp, Verdict, gemm_shapes, run_and_compare
+from .base import ShapeArgs
+from .gemm_family import GemmOp, Verdict, gemm_shapes
 from .sgemm import compare as compare_one
 from .torch_interop import torch_reason, torch_stream, torch_views
 
@@ -90,7 +90,9 @@ def parse_batched(text: str, batch: int | None) -> tuple[int, int, int, int]:
 
 
 class BgemmOp(GemmOp):
-    sweep_scalars = ((1.0, 0.0), (1.5, -0.75))
+    runner_class = BatchedRunner
+    make_inputs = staticmethod(make_inputs)
+    check = staticmethod(lambda C, A, B, C0, p: compare(C, A, B, C0, p.alpha, p.beta))
 
     def make_problem(self, M, N, K, alpha, beta, dtype, args: ShapeArgs, batch: int = 1):
         return BatchedGemmProblem(M, N, K, alpha, beta, batch=batch)
@@ -113,20 +115,6 @@ class BgemmOp(GemmOp):
                     for a, b in ((1.0, 0.0), (args.alpha, args.beta))]
         return [BatchedGemmProblem(m, n, k, a, b_, batch=b)
                 for (b, m, n, k) in SWEEP_SHAPES for (a, b_) in self.sweep_scalars]
-
-    def prepare(self, impl, params, dtype):
-        return BatchedRunner(impl, params)
-
-    def timing_inputs(self, problem, seed):
-        return device_inputs(make_inputs, problem, seed, True)
-
-    def enqueue(self, runner, problem, inputs, stream) -> None:
-        runner.enqueue(problem, *inputs, stream)
-
-    def verify(self, runner, problem, stream, seed, host_data=False, special=True) -> Verdict:
-        inputs = device_inputs(make_inputs, problem, seed)
-        return run_and_compare(runner, problem, inputs, stream,
-                               lambda C, A, B, C0: compare(C, A, B, C0, problem.alpha, problem.beta))
 
     def row_fields(self, point) -> dict:
         return {**super().row_fields(point), "extra": {"batch": point.problem.batch}}

@@ -170,6 +170,24 @@ class GemmOp(Op):
         return [self.make_problem(m, n, k, a, b, dtype, args)
                 for (m, n, k) in self.sweep_shapes for (a, b) in self.sweep_scalars]
 
+    # The data and runner of a plain GEMM op; an op names its functions and runner class.
+    runner_class: Any = None
+    make_inputs: Callable = None  # (problem, seed, c_random=False) -> (A, B, C0) on the GPU, C0 NaN if beta == 0
+    check: Callable = None  # (C, A, B, C0, problem) -> Verdict
+
+    def prepare(self, impl, params, dtype):
+        return self.runner_class(impl, params)
+
+    def timing_inputs(self, problem, seed):
+        return device_inputs(self.make_inputs, problem, seed, True)
+
+    def enqueue(self, runner, problem, inputs, stream) -> None:
+        runner.enqueue(problem, *inputs, stream)
+
+    def verify(self, runner, problem, stream, seed, host_data=False, special=True) -> Verdict:
+        inputs = device_inputs(self.make_inputs, problem, seed)
+        return run_and_compare(runner, problem, inputs, stream, lambda C, A, B, C0: self.check(C, A, B, C0, problem))
+
     def family(self, impl_name: str) -> str:
         return registry.family(registry.get(impl_name, self.name))
 

@@ -106,6 +106,8 @@ def _zeros_c(problem: GemmProblem, A, B):
 
 class HgemmOp(GemmOp):
     sweep_shapes = SWEEP_SHAPES + ALIGNED_SHAPES
+    make_inputs = staticmethod(lambda problem, seed, c_random=False: make_inputs(problem, seed))
+    check = staticmethod(lambda C, A, B, C0, p: compare(C, A, B, C0, p.alpha, p.beta, p.dtype))
 
     def check_dtype(self, dtype: str | None) -> str:
         return super().check_dtype(dtype or "fp16")
@@ -122,19 +124,14 @@ class HgemmOp(GemmOp):
     def timing_inputs(self, problem, seed):
         return device_inputs(lambda: _zeros_c(problem, *make_inputs(problem, seed)[:2]))
 
-    def enqueue(self, runner, problem, inputs, stream) -> None:
-        runner.enqueue(problem, *inputs, stream)
-
     def verify(self, runner, problem, stream, seed, host_data=False, special=True):
-        if host_data:  # made by NumPy and copied: no CuPy kernel runs (sanitizer runs)
-            import cupy as cp
-            import numpy as np
+        if not host_data:
+            return super().verify(runner, problem, stream, seed)
+        import cupy as cp  # made by NumPy and copied: no CuPy kernel runs (sanitizer runs)
+        import numpy as np
 
-            inputs = device_inputs(lambda: tuple(cp.asarray(x) for x in make_inputs(problem, seed, xp=np)))
-        else:
-            inputs = device_inputs(make_inputs, problem, seed)
-        return run_and_compare(runner, problem, inputs, stream,
-                               lambda C, A, B, C0: compare(C, A, B, C0, problem.alpha, problem.beta, problem.dtype))
+        inputs = device_inputs(lambda: tuple(cp.asarray(x) for x in make_inputs(problem, seed, xp=np)))
+        return run_and_compare(runner, problem, inputs, stream, lambda C, A, B, C0: self.check(C, A, B, C0, problem))
 
     def header(self, dtype: str) -> tuple[str, ...]:
         if dtype == "tf32":

@@ -23,8 +23,7 @@ from ..cuda.prepared import PreparedImpl
 from ..kernels.sgemm import specs as _kernels  # noqa: F401  (registers the ladder)
 from ..problem import GemmProblem
 from . import sgemm_libraries as _libraries  # noqa: F401  (registers cuBLAS, torch, Triton)
-from .base import device_inputs
-from .gemm_family import SWEEP_SCALARS, SWEEP_SHAPES, GemmOp, Verdict, compare_gemm, run_and_compare
+from .gemm_family import SWEEP_SCALARS, SWEEP_SHAPES, GemmOp, Verdict, compare_gemm
 
 U32 = 2.0 ** -24  # fp32 unit roundoff
 
@@ -107,19 +106,9 @@ class GemmRunner(PreparedImpl):
 
 
 class SgemmOp(GemmOp):
-    def prepare(self, impl, params, dtype):
-        return GemmRunner(impl, params)
-
-    def timing_inputs(self, problem, seed):
-        return device_inputs(make_inputs, problem, seed, True)
-
-    def enqueue(self, runner, problem, inputs, stream) -> None:
-        runner.enqueue(problem, *inputs, stream)
-
-    def verify(self, runner, problem, stream, seed, host_data=False, special=True) -> Verdict:
-        inputs = device_inputs(make_inputs, problem, seed)
-        return run_and_compare(runner, problem, inputs, stream,
-                               lambda C, A, B, C0: compare(C, A, B, C0, problem.alpha, problem.beta))
+    runner_class = GemmRunner
+    make_inputs = staticmethod(make_inputs)
+    check = staticmethod(lambda C, A, B, C0, p: compare(C, A, B, C0, p.alpha, p.beta))
 
     def batch_prefix(self, dtype: str) -> str:
         return "bench_fp32"
