@@ -8,6 +8,11 @@
 //   rise toward the large-matrix figures; at large sizes it matches rung 12 (same inner loop).
 // Alignment: a batch offset of i * stride floats keeps 16-byte alignment only when the stride
 //   is a multiple of 4, so the vector paths are decided per matrix, from its own pointers.
+// Why not call rung 12: its tile loop lives inside the __global__ sgemm_async_pipeline, not in a
+//   __device__ function that takes offset pointers, and sgemm/ is not this ladder's to refactor.
+//   So this rung keeps its own copy of that short loop (as rungs 10, 12 and 13 each keep theirs)
+//   and takes every piece below it from sgemm/warptile.cuh: the cp.async tile copies, the commit
+//   and wait, the fragment loads, the outer product and the predicated epilogue.
 #include "sgemm/warptile.cuh"
 
 namespace gemmlab {

@@ -15,6 +15,10 @@ from dataclasses import replace
 from ...registry import Launch, cdiv, register
 from ..sgemm.specs import ASYNC_PIPELINE, _pipeline_smem
 
+# The argument order of every bgemm kernel (strides in elements, 64-bit; see the docstring).
+BGEMM_SIGNATURE = ("(int M, int N, int K, float alpha, const float* A, long long strideA, const float* B, "
+                   "long long strideB, float beta, float* C, long long strideC, int batch)")
+
 MAX_GRID_Z = 65535  # gridDim.z's limit; the kernel loops over the batches past it
 
 
