@@ -95,7 +95,6 @@ class Op:
     shares: tuple[Share, ...] = ()
     speedup_title: str = "speedup over the previous rung"
     always_measured: tuple[str, ...] = ()  # baselines every bench includes (the shares' references)
-    sizes_help: str = ""
 
     # --- problems ---------------------------------------------------------------------------
     def check_dtype(self, dtype: str | None) -> str:
