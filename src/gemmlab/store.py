@@ -22,6 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .errors import BadArgumentError
+
 DEFAULT_DB = Path("gemmlab-results") / "results.db"
 BUSY_TIMEOUT_MS = 30_000
 
@@ -96,9 +98,14 @@ class ResultStore:
                                    isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
-        self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self._retry(self._migrate)
+        try:
+            self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._retry(self._migrate)
+        except sqlite3.DatabaseError as exc:  # not SQLite at all, or damaged: refuse it, change nothing
+            self._db.close()
+            raise BadArgumentError(f"{self.path} is not a usable gemmlab results database ({exc}); "
+                                   "name another one with --db") from None
 
     @staticmethod
     def _retry(fn: Callable[[], Any], tries: int = 50):

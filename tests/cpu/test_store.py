@@ -246,3 +246,18 @@ def test_batch_file_path_never_overwrites(tmp_path, monkeypatch):
     assert a.name == "bench_fp32_20260225_214132_1.txt"
     assert b.name == "bench_fp32_20260225_214132_2.txt"
     assert existing.read_text() == "old results"
+
+
+def test_a_file_that_is_not_a_database_is_refused_in_one_line_and_left_alone(tmp_path, capsys):
+    from gemmlab.cli import main
+    from gemmlab.errors import BadArgumentError
+
+    bad = tmp_path / "results.db"
+    junk = b"this is not SQLite\n" * 200
+    bad.write_bytes(junk)
+    with pytest.raises(BadArgumentError, match="not a usable gemmlab results database"):
+        ResultStore(bad)
+    code = main(["report", "--db", str(bad), "--out", str(tmp_path / "rep")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert bad.read_bytes() == junk

@@ -30,6 +30,10 @@ def open_readonly(path: Path) -> sqlite3.Connection:
             break
         except sqlite3.OperationalError:
             continue
+        except sqlite3.DatabaseError as exc:  # not SQLite, or damaged: one line, the file untouched
+            from ..errors import BadArgumentError
+
+            raise BadArgumentError(f"{path} is not a usable gemmlab results database ({exc})") from None
     else:
         raise sqlite3.OperationalError(f"cannot read {path}")
     db.row_factory = sqlite3.Row
