@@ -8,6 +8,7 @@ from typing import Iterable
 from rich.table import Table
 
 from .. import ops
+from ..ops.base import ratio
 from .bench import Point
 
 
@@ -27,13 +28,6 @@ def _cell(r: Point | None, value, fmt: str) -> str:
     if v is None:
         return r.status
     return fmt.format(v) + ("" if r.status == "PASS" else " (unchecked)")
-
-
-def _ratio(metric, mine: Point | None, base: Point | None) -> float | None:
-    if mine is None or base is None:
-        return None
-    a, b = metric(mine), metric(base)
-    return a / b if a and b else None
 
 
 def _table(title: str, op, problems: list) -> Table:
@@ -64,7 +58,7 @@ def bench_tables(results: Iterable[Point]) -> list[Table]:
         for table, s in shares:
             cells = []
             for p, r in zip(problems, row):
-                v = None if name in s.skip else _ratio(s.metric, r, at.get((s.reference, p.shape)))
+                v = None if name in s.skip else ratio(s.metric, r, at.get((s.reference, p.shape)))
                 cells.append(f"{100 * v:.1f}%" if v is not None else "-")
             table.add_row(name, *cells)
         if next((r.impl_kind for r in row if r is not None), "baseline") == "kernel":
@@ -72,7 +66,7 @@ def bench_tables(results: Iterable[Point]) -> list[Table]:
             previous = previous_in.get(ladder)
             cells = []
             for p, r in zip(problems, row):
-                v = _ratio(lambda q: 1.0 / q.stats.median if q.stats else None, r,
+                v = ratio(lambda q: 1.0 / q.stats.median if q.stats else None, r,
                            at.get((previous, p.shape))) if previous else None
                 cells.append(f"{v:.2f}x" if v is not None else "-")
             speedup.add_row(name, *cells)

@@ -3,26 +3,27 @@ sgemm.py, hgemm.py, bgemm.py, reduce.py (with their checks, libraries and launch
 them). Importing this package registers every op's kernels and baselines."""
 from __future__ import annotations
 
+from ..errors import BadArgumentError
 from . import bgemm, hgemm, reduce, sgemm
-from .base import Op, Registry, ShapeArgs
+from .base import Op, ShapeArgs, choices
 
-OPS = Registry()
-for _module in (sgemm, hgemm, bgemm, reduce):
-    OPS.add(_module.OP)
+OPS: dict[str, Op] = {m.OP.name: m.OP for m in (sgemm, hgemm, bgemm, reduce)}
 
 
 def get(name: str) -> Op:
     """The op called `name`; an unknown name is a BadArgumentError naming the known ones."""
-    return OPS.get(name)
+    if name not in OPS:
+        raise BadArgumentError(f"--op {name!r}: choose {choices(OPS)}")
+    return OPS[name]
 
 
 def names() -> list[str]:
-    return list(OPS.ops)
+    return list(OPS)
 
 
 def of(problem) -> Op:
     """The op a problem belongs to."""
-    return OPS.get(problem.op)
+    return get(problem.op)
 
 
 __all__ = ["Op", "ShapeArgs", "get", "names", "of"]

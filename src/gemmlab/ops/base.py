@@ -12,7 +12,7 @@ Everything here is plain data or plain functions: an op module fills them in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .. import registry
@@ -76,6 +76,14 @@ def choices(names) -> str:
     """'a, b or c'."""
     names = list(names)
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def ratio(metric, point, base) -> float | None:
+    """metric(point) / metric(base), None where either is missing."""
+    if point is None or base is None:
+        return None
+    a, b = metric(point), metric(base)
+    return a / b if a and b else None
 
 
 def time_ms(point) -> float | None:
@@ -196,20 +204,3 @@ class Op:
 
     def where(self, point) -> str:
         return self.label(point.problem)
-
-
-@dataclass
-class Registry:
-    """The ops by name; an unknown name is one clear line."""
-
-    ops: dict[str, Op] = field(default_factory=dict)
-
-    def add(self, op: Op) -> Op:
-        self.ops[op.name] = op
-        return op
-
-    def get(self, name: str) -> Op:
-        try:
-            return self.ops[name]
-        except KeyError:
-            raise BadArgumentError(f"--op {name!r}: choose {choices(self.ops)}") from None

@@ -13,7 +13,7 @@ from ..errors import BadArgumentError
 from ..kernels.reduce import specs as _kernels  # noqa: F401  (registers the ladder)
 from ..problem import ReduceProblem, size_label
 from . import reduce_libraries as _libraries  # noqa: F401  (registers CUB, torch, copy)
-from .base import Metric, Op, ShapeArgs, Share, device_inputs, inverse_time, time_ms
+from .base import Metric, Op, ShapeArgs, Share, device_inputs, inverse_time, ratio, time_ms
 from .reduce_check import (SPECIAL_CASES, ReduceVerdict, check_partials, check_sum, make_input, plant_special,
                            reference)
 from .reduce_passes import ReduceRunner, value_of
@@ -193,17 +193,10 @@ class ReduceOp(Op):
         """share_copy (GB/s over the copy's GB/s) and share_cub (cub's time over the point's)."""
         out = {}
         for key, name, metric in (("share_copy", CEILING, gbps), ("share_cub", REFERENCE, inverse_time)):
-            value = _ratio(metric, point, done.get(name))
+            value = ratio(metric, point, done.get(name))
             if value is not None:
                 out[key] = value
         return out
-
-
-def _ratio(metric, point, ref) -> float | None:
-    if ref is None or point is None:
-        return None
-    a, b = metric(point), metric(ref)
-    return a / b if a and b else None
 
 
 OP = ReduceOp(

@@ -12,10 +12,6 @@ from ..registry import Baseline, register
 from .torch_interop import torch_reason, torch_stream, torch_views
 
 
-def _always() -> str:
-    return ""
-
-
 def _cub_reason() -> str:
     try:
         from cupy._core import _accelerator
@@ -59,6 +55,6 @@ CUB = Baseline("cub", "reduce", "cupy.sum (CUB DeviceReduce)", "the vendor libra
 TORCH = Baseline("torch", "reduce", "torch.sum", "PyTorch's reduction kernel", torch_reason, _torch_enqueue)
 COPY = Baseline("copy", "reduce", "device-to-device copy (ceiling)",
                 "cuMemcpyDtoDAsync of the same n floats: the run's bandwidth ceiling (read + write)",
-                _always, _copy_enqueue, bytes_per_element=8, ceiling=True)
+                lambda: "", _copy_enqueue, bytes_per_element=8, ceiling=True)
 
 register(CUB, TORCH, COPY)
