@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from . import ops
 from .errors import BadArgumentError
-from .harness.intake import check, is_torch, same_family, take
+from .harness.intake import check, same_family, take
 from .problem import BatchedGemmProblem, GemmProblem
 
 DEFAULT_SGEMM = "vectorize"  # the fastest verified rung so far
@@ -87,7 +87,8 @@ def _output(C: Any, shape: tuple, dtype: str, beta: float, caller: str):
     if c.array.shape != shape:
         raise BadArgumentError(f"C is {'x'.join(map(str, c.array.shape))}, expected {'x'.join(map(str, shape))}")
     out = c.array
-    work = out if out.flags.c_contiguous and out.data.ptr % 16 == 0 else cp.ascontiguousarray(out).copy()
+    # a strided or misaligned C is computed in a fresh (aligned, contiguous) copy, then written back
+    work = out if out.flags.c_contiguous and out.data.ptr % 16 == 0 else cp.array(out, order="C", copy=True)
     return out, work
 
 
@@ -140,7 +141,7 @@ def _gemm(op_name: str, caller: str, A, B, C, alpha, beta, dtypes, impl, params,
             out[...] = c
     if C is not None:
         return C
-    return same_family(out, A) if is_torch(A) else out
+    return same_family(out, A)
 
 
 def sgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, impl: str = DEFAULT_SGEMM,

@@ -109,9 +109,6 @@ class HgemmOp(GemmOp):
     make_inputs = staticmethod(lambda problem, seed, c_random=False: make_inputs(problem, seed))
     check = staticmethod(lambda C, A, B, C0, p: compare(C, A, B, C0, p.alpha, p.beta, p.dtype))
 
-    def check_dtype(self, dtype: str | None) -> str:
-        return super().check_dtype(dtype or "fp16")
-
     def prepare(self, impl, params, dtype):
         return HgemmRunner(impl, params, dtype)
 
