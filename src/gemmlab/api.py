@@ -14,6 +14,7 @@ from . import ops
 from .errors import BadArgumentError
 from .harness.intake import check, same_family, take
 from .problem import BatchedGemmProblem, GemmProblem
+from .store import DEFAULT_DB
 
 DEFAULT_SGEMM = "vectorize"  # the fastest verified rung so far
 DEFAULT_BGEMM = "batched_pipeline"
@@ -44,6 +45,7 @@ def _runner(op_name: str, impl_name: str, params: Mapping[str, int] | None, dtyp
 
 
 _tuned_cache: dict[tuple, dict] = {}
+_DEFAULT_DB = str(DEFAULT_DB)  # as text: the lookup key is built on every call
 
 
 def _tuned(impl_name: str, problem: GemmProblem) -> dict:
@@ -52,14 +54,14 @@ def _tuned(impl_name: str, problem: GemmProblem) -> dict:
     Read from $GEMMLAB_DB, else ./gemmlab-results/results.db when it exists.
     """
     import os
-    from pathlib import Path
 
-    from .store import DEFAULT_DB
-
-    path = Path(os.environ.get("GEMMLAB_DB", DEFAULT_DB))
-    key = (impl_name, problem.shape, str(path))
+    db = os.environ.get("GEMMLAB_DB") or _DEFAULT_DB  # no Path per call: this runs on every sgemm
+    key = (impl_name, problem.shape, db)
     if key not in _tuned_cache:
+        from pathlib import Path
+
         found = None
+        path = Path(db)
         if path.exists():
             from . import registry
             from .cuda.device import info

@@ -14,6 +14,10 @@ from ..errors import BadArgumentError
 _NAMES = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(np.float64): "fp64"}
 
 
+def _name(dtype) -> str:
+    return _NAMES.get(dtype) or str(dtype)  # str() only for the rare refused dtype: it costs host time
+
+
 def is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
 
@@ -30,7 +34,7 @@ def take(x: Any, what: str, caller: str) -> Intake:
     import cupy as cp
 
     if isinstance(x, cp.ndarray):
-        return Intake(x, _NAMES.get(x.dtype, str(x.dtype)), cp.cuda.get_current_stream().ptr)
+        return Intake(x, _name(x.dtype), cp.cuda.get_current_stream().ptr)
     if isinstance(x, np.ndarray):
         raise BadArgumentError(f"{what} is a NumPy (host) array; {caller} needs a CUDA array")
     if is_torch(x):
@@ -45,17 +49,17 @@ def take(x: Any, what: str, caller: str) -> Intake:
             a = cp.from_dlpack(t)
             return Intake(a if a.dtype == cp.uint16 else a.view(cp.uint16), "bf16", stream)
         a = cp.from_dlpack(t)
-        return Intake(a, _NAMES.get(a.dtype, str(a.dtype)), stream)
+        return Intake(a, _name(a.dtype), stream)
     if hasattr(x, "__cuda_array_interface__"):
         cp.cuda.Device().synchronize()  # we cannot know the producer's stream: wait for it
         a = cp.asarray(x)
-        return Intake(a, _NAMES.get(a.dtype, str(a.dtype)), cp.cuda.get_current_stream().ptr)
+        return Intake(a, _name(a.dtype), cp.cuda.get_current_stream().ptr)
     if hasattr(x, "__dlpack__"):
         try:
             a = cp.from_dlpack(x)
         except Exception as exc:
             raise BadArgumentError(f"{what} is not a CUDA array ({exc})") from None
-        return Intake(a, _NAMES.get(a.dtype, str(a.dtype)), cp.cuda.get_current_stream().ptr)
+        return Intake(a, _name(a.dtype), cp.cuda.get_current_stream().ptr)
     raise BadArgumentError(f"{what} must be a CUDA array (CuPy, torch, or a DLPack/__cuda_array_interface__ "
                            f"producer), got {type(x).__name__}")
 
