@@ -3,8 +3,8 @@
 Added through the recipe of docs/architecture.md: a problem type (problem.BatchedGemmProblem),
 this module (shapes, data, runner, checks, baselines) and its kernels (kernels/bgemm/).
 Kernels take (M, N, K, alpha, A, strideA, B, strideB, beta, C, strideC, batch) with strides in
-elements (kernels/bgemm/specs.py). Baselines: cuBLAS cublasSgemmStridedBatched (through CuPy's
-binding) and torch.bmm / torch.baddbmm. Bounds: sgemm's fp32 bounds for every matrix of the
+elements (kernels/bgemm/specs.py). Baselines: cuBLAS cublasSgemmStridedBatched (called directly,
+cuda/cublas.py, as the API's library path calls it) and torch.bmm / torch.baddbmm. Bounds: sgemm's fp32 bounds for every matrix of the
 batch (ops/sgemm.py), and a batch passes only if every matrix does.
 """
 from __future__ import annotations
@@ -133,23 +133,11 @@ def _cublas_reason() -> str:
     return ""
 
 
-_scalars = np.zeros(2, dtype=np.float32)  # alpha, beta in host memory (cuBLAS's host pointer mode)
-
-
 def _cublas_enqueue(problem, A, B, C, handle: int) -> None:
-    """Row-major C = A @ B is column-major C^T = B^T @ A^T: B first, N leading dimensions."""
-    import cupy as cp
-    from cupy_backends.cuda.libs import cublas
+    from ..cuda import cublas
 
-    from ..cuda.device import cupy_stream
-
-    sa, sb, sc = strides(problem)
-    M, N, K = problem.M, problem.N, problem.K
-    _scalars[:] = (problem.alpha, problem.beta)
-    with cupy_stream(handle):  # CuPy's binding puts the call on its current stream
-        cublas.sgemmStridedBatched(cp.cuda.device.get_cublas_handle(), cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N,
-                                   N, M, K, _scalars.ctypes.data, B.data.ptr, N, sb, A.data.ptr, K, sa,
-                                   _scalars.ctypes.data + 4, C.data.ptr, N, sc, problem.batch)
+    cublas.sgemm_strided_batched(problem.batch, problem.M, problem.N, problem.K, problem.alpha, A.data.ptr,
+                                 B.data.ptr, problem.beta, C.data.ptr, handle)
 
 
 def _torch_enqueue(problem, A, B, C, handle: int) -> None:
@@ -165,7 +153,7 @@ def _torch_enqueue(problem, A, B, C, handle: int) -> None:
 
 
 register(
-    Baseline("cublas", "bgemm", "cuBLAS SgemmStridedBatched (CuPy)", "the vendor library's strided batched "
+    Baseline("cublas", "bgemm", "cuBLAS SgemmStridedBatched", "the vendor library's strided batched "
              "SGEMM, FP32 compute, TF32 off", _cublas_reason, _cublas_enqueue),
     Baseline("torch", "bgemm", "torch.bmm / torch.baddbmm", "PyTorch's batched matmul (cuBLAS), TF32 off",
              torch_reason, _torch_enqueue),

@@ -1,6 +1,9 @@
 """hgemm baselines, timed by the same timer in the same run as the kernels.
 
-- cublas: cuBLAS through torch.mm(a, b, out_dtype=torch.float32, out=c) - fp16/bf16 inputs,
+- cublas: cublasGemmEx called directly (cuda/cublas.py): fp16/bf16 A and B, fp32 accumulation
+  (CUBLAS_COMPUTE_32F) and fp32 C, alpha and beta in the one call; fp32 inputs as tf32
+  (CUBLAS_COMPUTE_32F_FAST_TF32). The call the API's library path makes.
+- torch: cuBLAS through torch.mm(a, b, out_dtype=torch.float32, out=c) - fp16/bf16 inputs,
   fp32 accumulation AND fp32 output in one cuBLAS call (cublasGemmEx / cublasLt with an fp32 C),
   exactly the contract of the kernels. torch.mm gained `out_dtype` in PyTorch 2.8 (pytorch
   PR 150812: "Aten GEMM overload for FP32 output from FP16/BF16 inputs", mm/bmm/addmm/baddbmm);
@@ -89,7 +92,17 @@ def _enqueue(problem, A, B, C, handle: int) -> None:
             c.mul_(problem.beta).add_(product, alpha=problem.alpha)
 
 
-CUBLAS = Baseline("cublas", "hgemm", "cuBLAS (torch.mm, out_dtype=float32)",
-                  "the vendor library: fp16/bf16 inputs, fp32 accumulate, fp32 output", _reason, _enqueue)
+def _cublas_enqueue(problem, A, B, C, handle: int) -> None:
+    from ..cuda import cublas
 
-register(CUBLAS)
+    cublas.gemm_ex(problem.dtype, problem.M, problem.N, problem.K, problem.alpha, A.data.ptr, B.data.ptr,
+                   problem.beta, C.data.ptr, handle)
+
+
+CUBLAS = Baseline("cublas", "hgemm", "cuBLAS GemmEx (fp32 C)",
+                  "the vendor library: fp16/bf16 inputs, fp32 accumulate, fp32 output, one call",
+                  lambda: "", _cublas_enqueue)
+TORCH = Baseline("torch", "hgemm", "torch.mm (out_dtype=float32)",
+                 "PyTorch's matmul with an fp32 output (cuBLAS)", _reason, _enqueue)
+
+register(CUBLAS, TORCH)

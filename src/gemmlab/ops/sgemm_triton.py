@@ -1,8 +1,20 @@
 """Triton's matmul as a peer baseline: what a Python user would write instead.
 
 FP32 with input_precision="ieee" (no TF32), autotuned over a handful of block shapes per
-(M, N, K), masked so every shape is correct, C = alpha*A@B + beta*C in one kernel. The
-autotuning happens in the first call (the verification run), never inside a timed launch.
+(M, N, K, beta == 0), masked so every shape is correct, C = alpha*A@B + beta*C in one kernel.
+The autotuning happens in the first call at a new key (the verification run), never inside a
+timed launch.
+
+C is updated in place, and the autotuner runs the kernel many times (every config, each
+benchmarked over many repetitions) inside that first call. With beta != 0 each of those runs
+reads the C the previous one wrote, so the first call used to return garbage (relative error
+0.33, issue 13). `restore_value=["c_ptr"]` is Triton's remedy: before each trial it clones C,
+after it copies the clone back, so the call that finally runs with the chosen config sees the
+caller's C (the trials' timings include that copy, the same for every config; later calls,
+the timed ones, make no copy). `reset_to_zero` would be wrong here: it zeroes C, losing
+beta*C. beta == 0 (BETA_ZERO, a constexpr) compiles a kernel that never reads C, so it is part
+of the key: each of the two kernels is tuned on itself, and a beta != 0 call at a shape tuned
+with beta == 0 autotunes (and restores C) again.
 Registered only when Triton and PyTorch import.
 """
 from __future__ import annotations
@@ -29,7 +41,9 @@ def _build():
                                  (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4))
     ]
 
-    @triton.autotune(configs=configs, key=["M", "N", "K"])
+    # restore_value: the trials of the first call must not compound the in-place update of C
+    # (see the module docstring); BETA_ZERO in the key: the two kernels are tuned separately.
+    @triton.autotune(configs=configs, key=["M", "N", "K", "BETA_ZERO"], restore_value=["c_ptr"])
     @triton.jit
     def sgemm(a_ptr, b_ptr, c_ptr, M, N, K, alpha, beta, BETA_ZERO: tl.constexpr,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):

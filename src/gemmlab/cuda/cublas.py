@@ -1,0 +1,169 @@
+"""cuBLAS called directly (ctypes), for the API's library path: one handle per thread, its own
+workspace, host pointer mode, default math (no TF32 unless the call asks for it).
+
+Why not CuPy's cublas wrappers here: they rebind the handle to CuPy's current stream on every
+call, so a torch caller would have to enter a CuPy stream context around each one (microseconds
+per call), and CuPy's shared handle carries whatever math mode CuPy's user chose. A private
+handle per thread (cuBLAS handles must not be used by two threads at once) avoids both. The
+library is the one CuPy and PyTorch load, located by cuda.pathfinder.
+
+Row-major C (MxN) = A (MxK) @ B (KxN) is column-major C^T = B^T @ A^T: every call passes B
+first, with N, M, K and the row lengths as leading dimensions.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from ..errors import LaunchError
+
+_lock = threading.Lock()
+_lib = None
+_thread = threading.local()
+
+OP_N = 0
+COMPUTE_32F = 68
+COMPUTE_32F_FAST_TF32 = 77
+GEMM_DEFAULT = -1
+DATA_TYPES = {"fp32": 0, "tf32": 0, "fp16": 2, "bf16": 14}  # cudaDataType of A and B
+WORKSPACE_BYTES = 32 << 20  # what cuBLAS asks for on Hopper; also lets CUDA graphs capture calls
+
+
+def library():
+    global _lib
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                try:
+                    from cuda.pathfinder import load_nvidia_dynamic_lib
+
+                    path = load_nvidia_dynamic_lib("cublas").abs_path
+                except Exception:  # an older pathfinder, or a system CUDA install
+                    path = "libcublas.so.13"
+                try:
+                    lib = ctypes.CDLL(path)
+                except OSError as exc:
+                    raise LaunchError(f"cuBLAS is not loadable ({exc})") from None
+                p, i = ctypes.c_void_p, ctypes.c_int
+                lib.cublasCreate_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+                lib.cublasSetStream_v2.argtypes = [p, p]
+                lib.cublasSetWorkspace_v2.argtypes = [p, p, ctypes.c_size_t]
+                lib.cublasSetMathMode.argtypes = [p, i]
+                _lib = lib
+    return _lib
+
+
+class Handle:
+    """This thread's cuBLAS handle with its workspace; alpha and beta live in its host slots."""
+
+    def __init__(self):
+        from .launcher import driver
+
+        lib = library()
+        self.handle = ctypes.c_void_p()
+        check(lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
+        check(lib.cublasSetMathMode(self.handle, 0), "cublasSetMathMode")
+        self.workspace = ctypes.c_uint64()
+        err = driver().cuMemAlloc_v2(ctypes.byref(self.workspace), WORKSPACE_BYTES)
+        if err:
+            raise LaunchError(f"could not allocate cuBLAS's workspace ({err})")
+        check(lib.cublasSetWorkspace_v2(self.handle, self.workspace.value, WORKSPACE_BYTES), "cublasSetWorkspace")
+        self.alpha = ctypes.c_float()
+        self.beta = ctypes.c_float()
+        self.alpha_ptr = ctypes.addressof(self.alpha)
+        self.beta_ptr = ctypes.addressof(self.beta)
+        self.stream = None
+        self.lib = lib
+
+    def bind(self, stream: int, alpha: float, beta: float) -> None:
+        if stream != self.stream:
+            check(self.lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+            self.stream = stream
+        self.alpha.value = alpha
+        self.beta.value = beta
+
+
+def handle() -> Handle:
+    """This thread's handle, made on first use (a handle is never shared between threads)."""
+    h = getattr(_thread, "handle", None)
+    if h is None:
+        h = _thread.handle = Handle()
+    return h
+
+
+def check(status: int, what: str) -> None:
+    if status:
+        raise LaunchError(f"{what} failed (cuBLAS status {status})")
+
+
+class PreparedGemm:
+    """One cuBLAS GEMM of fixed shape with its arguments as ready ctypes objects: a call sets the
+    three pointers and the scalars, and crosses into cuBLAS with no per-argument conversion.
+
+    kind: "sgemm" (cublasSgemm), "ex" (cublasGemmEx: fp16/bf16, or fp32 as tf32) or "batched"
+    (cublasSgemmStridedBatched). The handle is the calling thread's, looked up on each call.
+    """
+
+    def __init__(self, kind: str, M: int, N: int, K: int, dtype: str = "fp32", batch: int = 1):
+        library()
+        global _raw
+        if _raw is None:
+            with _lock:
+                if _raw is None:
+                    _raw = ctypes.CDLL(_lib._name)
+        i, ll = ctypes.c_int, ctypes.c_longlong
+        self.a, self.b, self.c = ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0)
+        self._handle = ctypes.c_void_p(0)
+        self._alpha_ptr, self._beta_ptr = ctypes.c_void_p(0), ctypes.c_void_p(0)
+        n_n = (i(OP_N), i(OP_N), i(N), i(M), i(K))
+        if kind == "sgemm":
+            self._fn = _raw.cublasSgemm_v2
+            tail = (self._alpha_ptr, self.b, i(N), self.a, i(K), self._beta_ptr, self.c, i(N))
+        elif kind == "ex":
+            t = i(DATA_TYPES[dtype])
+            compute = COMPUTE_32F_FAST_TF32 if dtype == "tf32" else COMPUTE_32F
+            self._fn = _raw.cublasGemmEx
+            tail = (self._alpha_ptr, self.b, t, i(N), self.a, t, i(K), self._beta_ptr, self.c, i(0), i(N),
+                    i(compute), i(GEMM_DEFAULT))
+        elif kind == "batched":
+            self._fn = _raw.cublasSgemmStridedBatched
+            tail = (self._alpha_ptr, self.b, i(N), ll(K * N), self.a, i(K), ll(M * K), self._beta_ptr, self.c, i(N),
+                    ll(M * N), i(batch))
+        else:
+            raise ValueError(f"unknown cuBLAS GEMM kind {kind!r}")
+        self._args = (self._handle, *n_n, *tail)
+        self.kind = kind
+        self._owner = None
+
+    def __call__(self, alpha: float, a: int, b: int, beta: float, c: int, stream: int) -> None:
+        h = handle()
+        if h is not self._owner:  # first call, or a call from another thread: its handle and slots
+            self._handle.value = h.handle.value
+            self._alpha_ptr.value, self._beta_ptr.value = h.alpha_ptr, h.beta_ptr
+            self._owner = h
+        h.bind(stream, alpha, beta)
+        self.a.value, self.b.value, self.c.value = a, b, c
+        status = self._fn(*self._args)
+        if status:
+            raise LaunchError(f"cuBLAS {self.kind} GEMM failed (status {status})")
+
+
+_raw = None
+
+
+def sgemm(M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: int, stream: int) -> None:
+    """Row-major fp32 C = alpha*A@B + beta*C on `stream` (C is not read when beta == 0)."""
+    PreparedGemm("sgemm", M, N, K)(alpha, a, b, beta, c, stream)
+
+
+def gemm_ex(dtype: str, M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: int,
+            stream: int) -> None:
+    """Row-major fp32 C = alpha*A@B + beta*C with A and B fp16, bf16 (fp32 accumulation), or fp32
+    read as tf32 (dtype "tf32")."""
+    PreparedGemm("ex", M, N, K, dtype)(alpha, a, b, beta, c, stream)
+
+
+def sgemm_strided_batched(batch: int, M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: int,
+                          stream: int) -> None:
+    """C[i] = alpha*A[i]@B[i] + beta*C[i] over contiguous row-major batches."""
+    PreparedGemm("batched", M, N, K, batch=batch)(alpha, a, b, beta, c, stream)
