@@ -5,11 +5,13 @@
     D = gemmlab.hgemm(A16, B16)              # fp16/bf16 inputs on tensor cores, fp32 C
     E = gemmlab.bgemm(A3, B3)                # strided batches of fp32 GEMMs (torch.bmm's layout)
     s = gemmlab.reduce_sum(x)                # the fp32 sum of a CUDA array
+    p = gemmlab.Matmul(A, B); p.execute()    # a plan: prepared once, a few microseconds per execute
+    gemmlab.explain(A, B)                    # which implementation runs, and the measurement why
     gemmlab.list_kernels("hgemm")            # a ladder
 """
 from __future__ import annotations
 
-from .api import bgemm, hgemm, reduce_sum, sgemm
+from .api import Matmul, Sum, bgemm, explain, hgemm, reduce_sum, register_torch_ops, sgemm, use_tuning
 from .errors import (BadArgumentError, CompileError, ConstraintError, GemmlabError, LaunchError, NoGPUError,
                      OutOfMemoryError, UnknownKernelError, VerificationError)
 from .problem import BatchedGemmProblem, GemmProblem, ReduceProblem
@@ -24,6 +26,7 @@ def list_kernels(op: str | None = "sgemm") -> list[str]:
     return [impl.name for impl in all_impls(op)]
 
 
-__all__ = ["sgemm", "hgemm", "bgemm", "reduce_sum", "list_kernels", "GemmProblem", "BatchedGemmProblem",
+__all__ = ["sgemm", "hgemm", "bgemm", "reduce_sum", "Matmul", "Sum", "explain", "use_tuning", "register_torch_ops",
+           "list_kernels", "GemmProblem", "BatchedGemmProblem",
            "ReduceProblem", "GemmlabError", "BadArgumentError", "UnknownKernelError", "ConstraintError", "NoGPUError",
            "CompileError", "OutOfMemoryError", "LaunchError", "VerificationError"]

@@ -145,8 +145,15 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
           db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)"),
           csv: Optional[Path] = typer.Option(None, help="also write this run's rows as CSV"),
           json_out: Optional[Path] = typer.Option(None, "--json", help="also write this run's rows as JSON"),
-          markdown: Optional[Path] = typer.Option(None, help="also write the tables as Markdown")) -> None:
+          markdown: Optional[Path] = typer.Option(None, help="also write the tables as Markdown"),
+          api: Optional[str] = typer.Option(None, "--api", help="time the Python entry points as a program calls "
+                                            "them, against torch/CuPy: all, or some of sgemm,hgemm,reduce")) -> None:
     """Verify, then time each kernel and the baselines in one run; store and print the tables."""
+    if api is not None:
+        from .apicommand import bench_api
+
+        bench_api(api, sizes, n, markdown)
+        return
     args = _shape_args(op, M=M, N=N, K=K, sizes=sizes, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype)
     options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check)
     session.bench(op, impl, args, options, params, default_params, db, csv, json_out, markdown)

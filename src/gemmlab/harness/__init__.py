@@ -1,1 +1,1 @@
-"""The op-generic harness: points (verify, time, row), the bench/verify commands, tables, timing, array intake."""
+"""The op-generic harness: points (verify, time, row), the bench/verify commands, tables, timing, tuned parameters."""

@@ -1,0 +1,124 @@
+"""Measure the dispatch table of this GPU: every candidate implementation of every op on the
+shape suite below, with gemmlab's bench harness (verified first, same run, cold L2, medians),
+ranked fastest first per shape. Writes one GPU's table as JSON; --merge joins tables into the
+package's src/gemmlab/api/dispatch.json.
+
+    PYTHONPATH=src python3 scripts/build_dispatch.py --out $OUT/dispatch-h100.json
+    python3 scripts/build_dispatch.py --merge h100.json h200.json --out src/gemmlab/api/dispatch.json
+
+The suite (docs/api.md says why these): squares 64..8192, the rectangles users hit (a skinny M,
+a large K-light product, 1000x3000x2000), one odd shape; strided batches from many small to few
+large; sums from 2^10 to 2^28 elements. Candidates: the ladder rungs that lead somewhere on some
+shape, and the library.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shlex
+import sys
+
+GEMM_SHAPES = [(64, 64, 64), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048),
+               (4096, 4096, 4096), (8192, 8192, 8192), (1000, 3000, 2000), (128, 4096, 4096),
+               (8192, 8192, 1024), (1023, 1025, 1027)]
+BATCHES = [(256, 128), (64, 256), (16, 512), (4, 1024), (2, 2048)]  # batch, cube size
+SUM_SIZES = [1 << k for k in (10, 14, 18, 20, 22, 24, 26, 28)]
+CANDIDATES = {
+    ("sgemm", "fp32"): ["autotuned", "async_pipeline", "hopper_simt", "cublas"],
+    ("hgemm", "fp16"): ["persistent", "warp_specialized", "mma_sync", "cublas"],
+    ("hgemm", "bf16"): ["persistent", "warp_specialized", "mma_sync", "cublas"],
+    ("hgemm", "tf32"): ["tf32_wgmma", "cublas"],
+    ("bgemm", "fp32"): ["batched_pipeline", "cublas"],
+    ("reduce", "fp32"): ["single_pass", "tile_queue", "grid_stride_vec4", "cub"],
+}
+
+
+def problems(op: str, dtype: str):
+    from gemmlab.problem import BatchedGemmProblem, GemmProblem, ReduceProblem
+
+    if op == "reduce":
+        return [ReduceProblem(n) for n in SUM_SIZES]
+    if op == "bgemm":
+        return [BatchedGemmProblem(n, n, n, 1.0, 0.0, batch=b) for b, n in BATCHES]
+    return [GemmProblem(m, n, k, 1.0, 0.0, dtype) for m, n, k in GEMM_SHAPES]
+
+
+def dims(problem) -> list[int]:
+    if problem.op == "reduce":
+        return [problem.n]
+    if problem.op == "bgemm":
+        return [problem.M, problem.N, problem.K, problem.batch]
+    return [problem.M, problem.N, problem.K]
+
+
+def measure(only: set[str] | None) -> dict:
+    from gemmlab import registry
+    from gemmlab.cuda.device import info
+    from gemmlab.harness.bench import BenchOptions, run_bench
+
+    options = BenchOptions(warmup=3, repeat=10, min_time_ms=20.0)
+    entries, failed = [], []
+    for (op, dtype), names in CANDIDATES.items():
+        if only and op not in only:
+            continue
+        impls = []
+        for name in names:
+            impl = registry.get(name, op)
+            reason = impl.unavailable_reason() if impl.kind != "kernel" else ""
+            if reason:
+                failed.append(f"{op} {name}: {reason}")
+            else:
+                impls.append(impl)
+        for problem in problems(op, dtype):
+            points = run_bench(impls, [problem], options)
+            ranked = []
+            for p in points:
+                figure = p.gbps if op == "reduce" else (p.gflops / 1000 if p.gflops else None)
+                if p.status == "PASS" and figure:
+                    ranked.append({"impl": p.impl, "params": p.params if p.impl_kind == "kernel" else {},
+                                   "figure": round(figure, 2)})
+                else:
+                    failed.append(f"{op} {dtype} {problem.shape if op != 'reduce' else problem.n} {p.impl}: "
+                                  f"{p.status} {p.reason}")
+            ranked.sort(key=lambda c: -c["figure"])
+            if ranked:
+                entries.append({"op": op, "dtype": dtype, "shape": dims(problem), "candidates": ranked})
+                best = ranked[0]
+                print(f"{op:6} {dtype:4} {'x'.join(map(str, dims(problem))):>22}  {best['impl']:>16} "
+                      f"{best['figure']:9.1f}  " + "  ".join(f"{c['impl']} {c['figure']:.1f}" for c in ranked[1:]),
+                      flush=True)
+    gpu = info()
+    return {"gpu": gpu.name, "arch": gpu.arch, "measured": datetime.date.today().isoformat(),
+            "command": "python3 scripts/build_dispatch.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            "units": {"gemm": "TFLOP/s (2MNK / median time)", "reduce": "GB/s (4n bytes / median time)"},
+            "entries": entries, "not_measured": failed}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--merge", nargs="+", help="per-GPU tables to join (no GPU needed)")
+    parser.add_argument("--ops", help="comma-separated subset of sgemm,hgemm,bgemm,reduce")
+    args = parser.parse_args()
+    if args.merge:
+        from gemmlab.api.dispatch import validate_tables
+
+        gpus = [json.load(open(path)) for path in args.merge]
+        data = {"version": 1, "suite": "scripts/build_dispatch.py (GEMM_SHAPES, BATCHES, SUM_SIZES)", "gpus": gpus}
+        problems_found = validate_tables(data)
+        if problems_found:
+            print("\n".join(problems_found), file=sys.stderr)
+            return 2
+        with open(args.out, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        return 0
+    table = measure(set(args.ops.split(",")) if args.ops else None)
+    with open(args.out, "w") as f:
+        json.dump(table, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

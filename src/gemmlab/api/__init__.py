@@ -1,0 +1,119 @@
+"""The Python entry points: plain calls (gemmlab.sgemm, hgemm, bgemm, reduce_sum), plans
+(gemmlab.Matmul, gemmlab.Sum), gemmlab.explain, gemmlab.use_tuning and the torch custom ops.
+
+A plain call reads its arrays' pointers, shapes and stream directly (api/operands.py), finds
+this thread's executor for the shape (api/core.py) - the implementation the dispatch table
+measured fastest on this GPU unless one is named (api/dispatch.py) - and launches it through a
+prepared launcher. Errors are one BadArgumentError (a ValueError) line.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping
+
+from . import calls, core
+from .plans import Matmul, Sum
+from .tuning import use_tuning
+
+DEFAULT_REDUCE = "single_pass"  # the fallback where no table speaks: one launch, deterministic
+
+
+def sgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
+          params: Mapping[str, int] | None = None):
+    """C = alpha * A @ B + beta * C in fp32 (no TF32).
+
+    A (MxK), B (KxN) and C (MxN) are float32 CUDA arrays: torch tensors, CuPy arrays or any
+    __cuda_array_interface__ / DLPack producer. With C given it is updated in place and returned;
+    otherwise a new C of A's family is returned (beta must then be 0). With beta == 0 C is not
+    read. Strided or misaligned operands are copied to dense ones first. Empty dimensions follow
+    torch: M or N = 0 gives an empty C; K = 0 gives beta * C (zeros when beta == 0).
+    impl=None runs what gemmlab.explain(A, B) names: the implementation measured fastest on this
+    GPU near this shape (a gemmlab kernel, or cuBLAS where it was faster); `params` override a
+    kernel's parameters (else the tuning database named by use_tuning/GEMMLAB_DB, else the table's).
+    """
+    return calls.gemm("sgemm", "gemmlab.sgemm", A, B, C, alpha, beta, impl, params)
+
+
+def hgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
+          params: Mapping[str, int] | None = None):
+    """C = alpha * A @ B + beta * C on tensor cores: A and B fp16 or bf16 (both the same), products
+    accumulated in fp32, C fp32. fp32 A and B run as tf32 - LOWER precision than sgemm (products
+    off by up to ~2^-9 relative; gemmlab.ops.hgemm_check). Otherwise as sgemm: C updated in place
+    or a new fp32 C returned, beta == 0 never reads C, torch's rules for empty dimensions, impl=None
+    the measured-fastest implementation (gemmlab.explain), naming a rung for a shape it refuses
+    raises BadArgumentError.
+    """
+    return calls.gemm("hgemm", "gemmlab.hgemm", A, B, C, alpha, beta, impl, params)
+
+
+def bgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
+          params: Mapping[str, int] | None = None):
+    """C[i] = alpha * A[i] @ B[i] + beta * C[i] for every i of a batch, in fp32 (torch.bmm's
+    layout: A batch x M x K, B batch x K x N, C batch x M x N); otherwise as sgemm."""
+    return calls.gemm("bgemm", "gemmlab.bgemm", A, B, C, alpha, beta, impl, params)
+
+
+def reduce_sum(x: Any, impl: str | None = None, params: Mapping[str, int] | None = None):
+    """sum(x) over every element of a float32 CUDA array, accumulated in fp32, as a 0-d array of
+    x's family (a 0-d torch tensor for torch input, else CuPy), computed on the stream x's
+    framework has current. Any shape; strided arrays are copied to a dense one first; an empty
+    array sums to 0. The bound and NaN/inf rules are gemmlab.ops.reduce_check's:
+    |result - exact| <= (ceil(sqrt(n)) + 64) * 2^-24 * sum(|x|); NaN and inf propagate as in NumPy.
+    impl=None: the implementation measured fastest on this GPU near this size (gemmlab.explain(x));
+    `single_pass` is bitwise reproducible, `tile_queue` hands tiles out dynamically (its rounding,
+    not its bound, may differ between launches).
+    """
+    return calls.reduce_sum(x, impl, params)
+
+
+def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = None, shape: tuple | None = None,
+            dtype: str | None = None, impl: str | None = None, params: Mapping[str, int] | None = None,
+            gpu: str | None = None, arch: str | None = None, file=None) -> str:
+    """Print (to `file`, default stdout) and return which implementation a call would run, and why.
+
+    gemmlab.explain(A, B) for a GEMM on those arrays, gemmlab.explain(x) for reduce_sum(x), or
+    without arrays: explain(op="sgemm", shape=(M, N, K), dtype="fp32"); explain(op="reduce",
+    shape=(n,)); explain(op="bgemm", shape=(M, N, K, batch)). Plans have plan.explain().
+    With gpu= and arch= (e.g. gpu="NVIDIA H200", arch="sm_90") it answers for that GPU, with no
+    GPU needed.
+    """
+    from .. import ops, registry
+    from . import dispatch, tuning
+
+    if gpu is None or A is not None:
+        state = core.setup()
+        gpu, arch = gpu or state["gpu"], arch or state["arch"]
+    else:
+        registry.all_impls()
+        ops.names()
+        arch = arch or "sm_90"
+    if A is not None and B is None and op in (None, "reduce"):
+        op, dims, dtype = "reduce", (core.sum_operand(A, "gemmlab.explain").size(),), "fp32"
+    elif A is not None:
+        if op is None:
+            first = core.read(A, "A", "gemmlab.explain")
+            op = "bgemm" if len(first.shape) == 3 else ("hgemm" if first.dtype in ("fp16", "bf16") else "sgemm")
+        _, _, dims, dtype = core.gemm_operands(op, f"gemmlab.{op}", A, B)
+    else:
+        if op is None or shape is None:
+            raise core.BadArgumentError("explain needs arrays, or op= and shape=")
+        if op not in ("sgemm", "hgemm", "bgemm", "reduce"):
+            raise core.BadArgumentError(f"op must be sgemm, hgemm, bgemm or reduce, not {op!r}")
+        dims = tuple(int(d) for d in shape)
+        dtype = dtype or ("fp32" if op != "hgemm" else "bf16")
+    problem = core.make_problem(op, dtype, dims)
+    choice, _, _ = core.choose(op, problem, dims, impl, params, gpu, arch)
+    text = dispatch.describe(choice, f"gemmlab.{'reduce_sum' if op == 'reduce' else op}",
+                             f"{'x'.join(map(str, dims))} {dtype}", gpu, arch, tuning.describe())
+    print(text, file=file or sys.stdout)
+    return text
+
+
+def register_torch_ops() -> None:
+    """Register gemmlab::sgemm, gemmlab::hgemm, gemmlab::bgemm and gemmlab::reduce_sum as torch custom
+    ops (torch.ops.gemmlab.*), with fake implementations so torch.compile traces through them."""
+    from . import torch_ops  # noqa: F401  (registers on import)
+
+
+__all__ = ["sgemm", "hgemm", "bgemm", "reduce_sum", "Matmul", "Sum", "explain", "use_tuning",
+           "register_torch_ops", "DEFAULT_REDUCE"]

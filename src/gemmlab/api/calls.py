@@ -1,0 +1,129 @@
+"""The bodies of the plain calls (gemmlab.sgemm, hgemm, bgemm, reduce_sum): a hot path for plain
+dense torch tensors that reads everything straight off the tensors, and the general path for
+every other input (CuPy, other producers, strided or misaligned arrays, empty dimensions)."""
+from __future__ import annotations
+
+import sys
+
+from .core import _state, executor, gemm_operands, output_operand, setup, sum_operand
+from .operands import copy_into, densify, new_output, result, scale
+
+_torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stream accessor (set once)
+
+
+def _torch_setup() -> None:
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # PyTorch's own accessor, ~0.1 us
+    _torch.update(tensor=torch.Tensor, f32=torch.float32,
+                  stream=raw or (lambda d: torch.cuda.current_stream(d).cuda_stream),
+                  dtypes={"sgemm": {torch.float32: "fp32"},
+                          "hgemm": {torch.float32: "tf32", torch.float16: "fp16", torch.bfloat16: "bf16"}})
+
+
+def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params):
+    """The hot path for plain torch tensors: everything read straight off the tensors, no Operand
+    objects, one executor lookup, one launch. Returns NotImplemented for anything unusual (other
+    devices, strided or misaligned tensors, empty or wrong shapes, a runner-path implementation),
+    which the general path then handles - or refuses with its one-line errors."""
+    t = _torch.get("tensor")
+    if t is None:
+        if "torch" not in sys.modules:
+            return NotImplemented
+        _torch_setup()
+        t = _torch["tensor"]
+    if type(A) is not t or type(B) is not t or (C is not None and type(C) is not t):
+        return NotImplemented
+    dtype = _torch["dtypes"][op_name].get(A.dtype)
+    if dtype is None or B.dtype is not A.dtype or A.dim() != 2 or B.dim() != 2:
+        return NotImplemented
+    M, K = A.shape
+    K2, N = B.shape
+    if K != K2 or not (M and N and K) or not (A.is_contiguous() and B.is_contiguous()):
+        return NotImplemented
+    a, b = A.data_ptr(), B.data_ptr()
+    device = _state["device"]
+    if (a | b) & 15 or A.get_device() != device or B.get_device() != device:
+        return NotImplemented
+    alpha, beta = float(alpha), float(beta)
+    if C is None:
+        if beta != 0.0:
+            return NotImplemented
+        out = A.new_empty((M, N), dtype=_torch["f32"])
+    else:
+        if (C.dtype is not _torch["f32"] or C.dim() != 2 or C.shape[0] != M or C.shape[1] != N
+                or not C.is_contiguous() or C.data_ptr() & 15 or C.get_device() != device):
+            return NotImplemented
+        out = C
+    stream = _torch["stream"](device)
+    ex = executor(op_name, dtype, (M, N, K), impl, params, stream)
+    if not ex.fast:
+        return NotImplemented
+    ex.run(a, b, out.data_ptr(), alpha, beta, stream)
+    return out
+
+
+def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params):
+    """C = alpha*A@B + beta*C through this thread's executor; a strided C through a dense copy."""
+    setup()
+    if op_name != "bgemm":
+        done = torch_gemm(op_name, A, B, C, alpha, beta, impl, params)
+        if done is not NotImplemented:
+            return done
+    a, b, dims, dtype = gemm_operands(op_name, caller, A, B)
+    alpha, beta = float(alpha), float(beta)
+    M, N, K = dims[0], dims[1], dims[2]
+    shape = (dims[3], M, N) if op_name == "bgemm" else (M, N)
+    out = output_operand(C, a, shape, beta, caller)
+    if M == 0 or N == 0 or (op_name == "bgemm" and dims[3] == 0):
+        return C if C is not None else result(out)
+    if K == 0:  # torch's rule: beta * C, zeros when beta == 0 (C not read)
+        scale(out, beta)
+        return C if C is not None else result(out)
+    stream = a.stream
+    c = out if out.dense else (densify(out) if beta != 0.0 else new_output(out, shape))
+    if not a.dense:
+        a = densify(a)
+    if not b.dense:
+        b = densify(b)
+    executor(op_name, dtype, dims, impl, params, stream).run_operands(a, b, c, alpha, beta, stream)
+    if c is not out:
+        copy_into(out, c)
+    return C if C is not None else result(out)
+
+
+def torch_sum(x, impl, params):
+    """The hot path of reduce_sum for a plain, dense fp32 torch tensor (NotImplemented otherwise)."""
+    t = _torch.get("tensor")
+    if t is None or type(x) is not t or x.dtype is not _torch["f32"] or not x.is_contiguous():
+        return NotImplemented
+    n = x.numel()
+    ptr = x.data_ptr()
+    device = _state["device"]
+    if not n or ptr & 15 or x.get_device() != device:
+        return NotImplemented
+    stream = _torch["stream"](device)
+    ex = executor("reduce", "fp32", (n,), impl, params, stream)
+    if not ex.fast:
+        return NotImplemented
+    out = x.new_empty(())
+    ex.run(ptr, out.data_ptr(), stream)
+    return out
+
+
+def reduce_sum(x, impl, params):
+    setup()
+    if "tensor" not in _torch and "torch" in sys.modules:
+        _torch_setup()
+    done = torch_sum(x, impl, params)
+    if done is not NotImplemented:
+        return done
+    op = sum_operand(x, "reduce_sum")
+    n = op.size()
+    if n == 0:
+        return result(new_output(op, (), zeros=True))
+    out = new_output(op, ())
+    if not op.dense:
+        op = densify(op)
+    executor("reduce", "fp32", (n,), impl, params, op.stream).run_operands(op, out, op.stream)
+    return result(out)

@@ -1,0 +1,232 @@
+"""The machinery every entry point shares: one-time setup under a lock, the compiled-kernel cache,
+the per-thread executor cache, dispatch with its `accepts` rule, and the operand checks (the
+call bodies are in api/calls.py, the plans in api/plans.py).
+
+Thread safety: the first use (imports, the registry, the device, the primary context) runs
+once under one lock; compiled kernels are shared through a cache filled under a lock; executors,
+which own launch slots and workspaces, are kept per thread (and per stream), so threads never
+share mutable launch state. A new thread gets the device's primary context made current.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+from ..errors import BadArgumentError, UnknownKernelError
+from . import dispatch, tuning
+from .operands import Operand, check, new_output, read, shape_text
+
+_setup_lock = threading.Lock()
+_compile_lock = threading.Lock()
+_state: dict[str, Any] = {}
+_runners: dict[tuple, Any] = {}
+_thread = threading.local()
+MAX_EXECUTORS = 512  # per thread: enough for every shape a program cycles through
+
+GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
+
+
+def setup() -> dict:
+    """Imports, registry, device and context, once per process (under a lock); the context made
+    current on the calling thread, once per thread."""
+    state = _state
+    if not state:
+        with _setup_lock:
+            if not _state:
+                import ctypes
+
+                import cupy  # noqa: F401  (imported here, once, not concurrently by many threads)
+
+                from .. import ops, registry
+                from ..cuda.device import device, info
+                from ..cuda.launcher import driver
+
+                registry.all_impls()  # the registry is filled before any thread looks a name up
+                ops.names()
+                dev = device()
+                ctx = ctypes.c_void_p()
+                err = driver().cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev.device_id)
+                if err:
+                    from ..errors import NoGPUError
+
+                    raise NoGPUError(f"no GPU: cannot retain the primary context (CUresult {err})")
+                gpu = info()
+                _state.update(context=ctx.value, device=dev.device_id, gpu=gpu.name, arch=gpu.arch)
+    if getattr(_thread, "context", None) is None:
+        from ..cuda.launcher import ensure_context
+
+        ensure_context(state["context"])
+        _thread.context = state["context"]
+        _thread.executors = {}
+    return state
+
+
+def compiled_runner(op_name: str, impl: Any, params: Mapping[str, int] | None, dtype: str):
+    """The shared prepared runner of (op, implementation, parameters, dtype), compiled once and
+    its module loaded under the lock (so no two threads load it)."""
+    key = (op_name, impl.name, tuple(sorted((params or {}).items())), dtype)
+    runner = _runners.get(key)
+    if runner is None:
+        from .. import ops
+
+        with _compile_lock:
+            runner = _runners.get(key)
+            if runner is None:
+                runner = ops.get(op_name).prepare(impl, params, dtype)
+                if runner.compiled is not None:
+                    runner.compiled.kernel()
+                    if getattr(runner, "reduce", None) is not None:
+                        runner.reduce.kernel()
+                _runners[key] = runner
+    return runner
+
+
+def lookup(op_name: str, name: str):
+    from .. import registry
+
+    try:
+        impl = registry.get(name, op_name)
+    except UnknownKernelError:
+        raise BadArgumentError(f"unknown {op_name} implementation {name!r} (gemmlab list --op {op_name})") from None
+    if impl.op != op_name:
+        raise BadArgumentError(f"{name} is a {impl.op} implementation, not {op_name}")
+    return impl
+
+
+def refusal(op_name: str, name: str, problem, arch: str) -> str:
+    """Why implementation `name` cannot run `problem` on this GPU ("" when it can)."""
+    from .. import ops, registry
+
+    try:
+        impl = registry.get(name, op_name)
+    except UnknownKernelError:
+        return "not registered here"
+    if impl.kind != "kernel":
+        return impl.unavailable_reason() or ""
+    try:
+        impl.arch_for(arch)
+    except Exception as exc:
+        return str(exc)
+    if op_name == "reduce":
+        return ""
+    return ops.get(op_name).refusal(impl, problem)
+
+
+def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
+           gpu: str | None = None, arch: str | None = None):
+    """(Choice, registry entry, parameters) for a problem: the caller's implementation or the
+    dispatch table's, with the named tuning database's parameters where it has some. `gpu` and
+    `arch` default to this process's GPU (naming them needs none: explain on a CPU)."""
+    gpu = gpu or _state["gpu"]
+    arch = arch or _state["arch"]
+    if impl is not None:
+        choice = dispatch.named(impl, params)
+    else:
+        choice = dispatch.choose(op_name, problem_dtype(op_name, problem), dims, gpu, arch,
+                                 lambda name: refusal(op_name, name, problem, arch))
+    spec = lookup(op_name, choice.impl)
+    chosen = choice.params if params is None else dict(params)
+    if params is None and spec.kind == "kernel" and op_name != "reduce":
+        tuned = tuning.tuned_params(spec, problem, gpu)
+        if tuned:
+            chosen = tuned
+            choice = dispatch.Choice(choice.impl, tuned, choice.reason + "; parameters from the tuning database",
+                                     choice.evidence, choice.source)
+    return choice, spec, chosen
+
+
+def problem_dtype(op_name: str, problem) -> str:
+    return "fp32" if op_name == "reduce" else problem.dtype
+
+
+def make_problem(op_name: str, dtype: str, dims: tuple):
+    from ..problem import BatchedGemmProblem, GemmProblem, ReduceProblem
+
+    if op_name == "reduce":
+        return ReduceProblem(dims[0])
+    if op_name == "bgemm":
+        return BatchedGemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, batch=dims[3])
+    return GemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, dtype)
+
+
+def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params: Mapping[str, int] | None):
+    """A fresh executor (with its Choice in .choice) for one problem shape."""
+    from .. import ops
+    from .executors import gemm_executor, reduce_executor
+
+    problem = make_problem(op_name, dtype, dims)
+    choice, spec, chosen = choose(op_name, problem, dims, impl, params)
+    op = ops.get(op_name)
+
+    def shared():
+        return compiled_runner(op_name, spec, chosen, dtype)
+
+    def fresh():
+        return op.prepare(spec, chosen, dtype)
+
+    if op_name == "reduce":
+        executor = reduce_executor(spec, dims[0], shared, fresh)
+    else:
+        executor = gemm_executor(op, op_name, spec, problem, shared, fresh)
+    executor.choice = choice
+    return executor
+
+
+def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, stream: int):
+    """This thread's executor for (op, dtype, shape, implementation, parameters); one per stream
+    where the executor owns a workspace (two streams must not race on it). Executors without one
+    are shared by every stream of the thread, so a CUDA graph captured on a side stream reuses
+    the executor warmed up on another (nothing is allocated during a capture)."""
+    key = (op_name, dtype, dims, impl, tuple(sorted(params.items())) if params else params)
+    cache = _thread.executors
+    ex = cache.get(key)
+    if ex is None:
+        if len(cache) >= MAX_EXECUTORS:
+            cache.clear()
+        ex = cache[key] = new_executor(op_name, dtype, dims, impl, params)
+        ex.stream = stream
+    if ex.owns_workspace and ex.stream != stream:
+        key = key + (stream,)
+        ex = cache.get(key)
+        if ex is None:
+            ex = cache[key] = new_executor(op_name, dtype, dims, impl, params)
+            ex.stream = stream
+    return ex
+
+
+# -- the bodies of the plain calls ----------------------------------------------------------------
+
+def gemm_operands(op_name: str, caller: str, A, B):
+    """A and B read and checked; (a, b, dims, dtype) with dims (M, N, K[, batch])."""
+    a, b = read(A, "A", caller), read(B, "B", caller)
+    dtypes = GEMM_DTYPES[op_name]
+    ndim = 3 if op_name == "bgemm" else 2
+    device = _state["device"]
+    check(a, "A", dtypes, ndim, caller, device)
+    check(b, "B", dtypes, ndim, caller, device)
+    if a.dtype != b.dtype:
+        raise BadArgumentError(f"A is {a.dtype} but B is {b.dtype}: both must have one dtype")
+    sa, sb = a.shape, b.shape
+    if sb[-2] != sa[-1] or sb[:-2] != sa[:-2]:
+        raise BadArgumentError(f"A is {shape_text(sa)} but B is {shape_text(sb)}: inner dimensions differ")
+    dims = (sa[-2], sb[-1], sa[-1]) + ((sa[0],) if ndim == 3 else ())
+    dtype = ("tf32" if a.dtype == "fp32" else a.dtype) if op_name == "hgemm" else "fp32"
+    return a, b, dims, dtype
+
+
+def output_operand(C, a: Operand, shape: tuple, beta: float, caller: str) -> Operand:
+    if C is None:
+        if beta != 0.0:
+            raise BadArgumentError("beta != 0 needs C")
+        return new_output(a, shape)
+    c = read(C, "C", caller)
+    check(c, "C", ("fp32",), len(shape), caller, _state["device"])
+    if c.shape != shape:
+        raise BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(shape)}")
+    return c
+
+
+def sum_operand(x, caller: str) -> Operand:
+    op = read(x, "x", caller)
+    check(op, "x", ("fp32",), None, caller, _state["device"])
+    return op

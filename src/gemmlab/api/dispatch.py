@@ -1,0 +1,154 @@
+"""Which implementation an API call runs when none is named: measured tables shipped with the
+package (api/dispatch.json), per GPU, op, dtype and shape.
+
+Each table entry is one shape of the suite that scripts/build_dispatch.py measured on a GPU with
+`gemmlab bench` (same run, cold L2, medians): its candidates ranked fastest first. A call takes
+the entry of its op and dtype nearest to its shape (log distance over the dimensions) and runs
+its fastest candidate that accepts the problem - a gemmlab kernel with its parameters, or the
+library (cuBLAS) where the library was measured faster. A GPU with no table of its own uses a
+table of the same architecture; a GPU with none falls back to the library for GEMMs and to
+the single-pass reduction for sums (the defaults that were never slower by much anywhere we
+measured; docs/api.md). `explain()` prints the choice and its evidence.
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+
+
+TABLE = "dispatch.json"
+LIBRARY = {"sgemm": "cublas", "hgemm": "cublas", "bgemm": "cublas", "reduce": "cub"}
+KERNEL_FALLBACK = {"reduce": "single_pass"}  # a kernel default where no table speaks
+# Implementations whose call goes through a framework (CUB through CuPy: ~70-190 us of host time
+# a call, measured with `gemmlab bench --api`) lose to a prepared launch unless clearly faster
+# on the GPU: within this margin the fastest prepared candidate runs instead.
+SLOW_HOST = {"cub"}
+SLOW_HOST_MARGIN = 0.05
+
+_tables: dict | None = None
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Choice:
+    impl: str
+    params: dict = field(default_factory=dict)
+    reason: str = ""
+    evidence: tuple = ()  # ((impl, TFLOP/s or GB/s), ...) at the measured shape, fastest first
+    source: str = ""  # which table and shape decided
+
+
+def tables() -> dict:
+    """The shipped tables (loaded once)."""
+    global _tables
+    if _tables is None:
+        with _lock:
+            if _tables is None:
+                try:
+                    text = resources.files("gemmlab.api").joinpath(TABLE).read_text()
+                    _tables = json.loads(text)
+                except (OSError, ValueError):
+                    _tables = {"gpus": []}
+    return _tables
+
+
+def _distance(a, b) -> float:
+    return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) for x, y in zip(a, b))
+
+
+def _table_for(gpu: str, arch: str) -> tuple[dict | None, str]:
+    gpus = tables().get("gpus", [])
+    for t in gpus:
+        if t.get("gpu") == gpu:
+            return t, f"measured on this GPU ({gpu})"
+    for t in gpus:
+        if t.get("arch") == arch:
+            return t, f"measured on a {t['gpu']} ({arch}, the same architecture; no table for {gpu})"
+    return None, f"no table for {gpu} ({arch})"
+
+
+def _prefer_prepared(ranked: list[dict]) -> list[dict]:
+    """The ranking with a slow-host library moved behind prepared candidates within the margin."""
+    if not ranked or ranked[0]["impl"] not in SLOW_HOST:
+        return ranked
+    top = ranked[0]["figure"]
+    close = [c for c in ranked[1:] if c["impl"] not in SLOW_HOST and c["figure"] >= (1 - SLOW_HOST_MARGIN) * top]
+    if not close:
+        return ranked
+    return close[:1] + [c for c in ranked if c is not close[0]]
+
+
+def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
+           accepts=lambda impl: "") -> Choice:
+    """The implementation for `op` at `dims` (M, N, K[, batch] or (n,)) in `dtype` on this GPU.
+
+    `accepts(impl_name)` returns why an implementation cannot run the problem ("" when it can).
+    """
+    table, where = _table_for(gpu, arch)
+    entries = [e for e in (table or {}).get("entries", []) if e["op"] == op and e["dtype"] == dtype]
+    if entries:
+        entry = min(entries, key=lambda e: (_distance(e["shape"], dims), e["shape"]))
+        shape = "x".join(map(str, entry["shape"]))
+        ranked = _prefer_prepared(entry["candidates"])
+        evidence = tuple((c["impl"], c["figure"]) for c in ranked)
+        refused = []
+        for c in ranked:
+            why = accepts(c["impl"])
+            if why:
+                refused.append(f"{c['impl']}: {why}")
+                continue
+            lead = "fastest" if not refused else "fastest that accepts this problem"
+            if c is not entry["candidates"][0] and not refused:
+                lead = (f"within {SLOW_HOST_MARGIN:.0%} of {entry['candidates'][0]['impl']} (whose call costs far more "
+                        "host time) and a prepared launch")
+            unit = "GB/s" if op == "reduce" else "TFLOP/s"
+            reason = (f"{lead} at {shape} ({'this shape' if tuple(entry['shape']) == tuple(dims) else 'the nearest measured shape'}),"
+                      f" {where}: {c['impl']} {c['figure']:.1f} {unit}")
+            if len(ranked) > 1:
+                others = [f"{o['impl']} {o['figure']:.1f}" for o in ranked if o is not c][:3]
+                reason += f" (then {', '.join(others)})"
+            if refused:
+                reason += f"; skipped {'; '.join(refused)}"
+            return Choice(c["impl"], dict(c.get("params") or {}), reason, evidence,
+                          f"{TABLE}: {table['gpu']}, {op} {dtype} {shape}")
+    fallback = KERNEL_FALLBACK.get(op) or LIBRARY[op]
+    if accepts(fallback):
+        fallback = LIBRARY[op]
+    return Choice(fallback, {}, f"{where} for {op} {dtype}: the fallback ({fallback})", (), "fallback")
+
+
+def named(impl: str, params: dict | None) -> Choice:
+    return Choice(impl, dict(params or {}), "named by the caller", (), "caller")
+
+
+def validate_tables(data: dict) -> list[str]:
+    """What is wrong with a dispatch table (empty when nothing): used by the tests and the builder."""
+    problems = []
+    for t in data.get("gpus", []):
+        for key in ("gpu", "arch", "command", "entries"):
+            if key not in t:
+                problems.append(f"a table lacks {key!r}")
+        for e in t.get("entries", []):
+            figures = [c.get("figure") for c in e.get("candidates", [])]
+            if not figures or any(not isinstance(f, (int, float)) or f <= 0 for f in figures):
+                problems.append(f"{t.get('gpu')} {e.get('op')} {e.get('shape')}: candidates without figures")
+            elif figures != sorted(figures, reverse=True):
+                problems.append(f"{t.get('gpu')} {e.get('op')} {e.get('shape')}: candidates not fastest first")
+    return problems
+
+
+def describe(choice: Choice, caller: str, problem_text: str, gpu: str, arch: str, tuning: str) -> str:
+    """The text explain() prints."""
+    lines = [f"{caller} {problem_text} on {gpu} ({arch})",
+             f"  runs:    {choice.impl}" + (" (library path: cuBLAS called directly)" if choice.impl == "cublas" else
+                                           " (library path)" if choice.impl == "cub" else " (gemmlab kernel)"),
+             f"  why:     {choice.reason}"]
+    if choice.params:
+        lines.append("  params:  " + ", ".join(f"{k}={v}" for k, v in sorted(choice.params.items())))
+    if choice.source not in ("", "caller", "fallback"):
+        lines.append(f"  table:   {choice.source}")
+    lines.append(f"  tuning:  {tuning}")
+    return "\n".join(lines)

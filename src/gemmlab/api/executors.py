@@ -1,0 +1,311 @@
+"""Executors: one implementation bound to one problem shape, ready to run on new pointers.
+
+An executor is built once per (implementation, shape, dtype, stream) and then costs, per call,
+the argument slots that changed and one driver call per launch (cuda/launcher.py):
+- KernelGemm: sgemm, bgemm and the non-TMA hgemm rungs (with the split-K reduction launch and
+  its own workspace where the kernel has one);
+- TmaGemm: the TMA hgemm rungs on shapes whose rows are 16-byte multiples (tensor maps encoded
+  again only when a pointer changes);
+- CublasGemm: cuBLAS called directly (cuda/cublas.py);
+- KernelReduce: the reduce rungs, every pass prepared, with their own partials and counters;
+- RunnerGemm / RunnerReduce: everything else (Triton and torch baselines, TMA shapes that need
+  padded copies or B transposed) through the op's runner - correct, not fast.
+Executors own their buffers, so two executors never share a workspace; one executor runs one
+call at a time. The API keeps them per thread, and an executor with a workspace (owns_workspace)
+per stream too, so two streams never race on one workspace.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..cuda.launch import STATIC_SMEM_LIMIT, allow_dynamic_smem
+from ..cuda.launcher import PreparedLaunch
+from ..errors import BadArgumentError
+from .operands import ITEMSIZE, Operand, cupy_view
+
+GEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr")  # M N K alpha A B beta C
+BGEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "i64", "ptr", "i64", "f32", "ptr", "i64", "i32")
+
+
+class FastGemm:
+    """What the pointer-level GEMM executors share: `run(a, b, c, alpha, beta, stream)` takes raw
+    device pointers; `run_operands` (the generic entry every executor has) unwraps Operands."""
+
+    fast = True
+
+    def run_operands(self, a: Operand, b: Operand, c: Operand, alpha: float, beta: float, stream: int) -> None:
+        self.run(a.ptr, b.ptr, c.ptr, alpha, beta, stream)
+
+
+def prepared(ck, geometry, signature) -> PreparedLaunch:
+    """A PreparedLaunch of compiled kernel `ck` with `geometry` (dynamic shared memory allowed)."""
+    if geometry.shmem > STATIC_SMEM_LIMIT:
+        allow_dynamic_smem(ck, geometry.shmem)
+    return PreparedLaunch(int(ck.kernel().handle), ck.spec.name, geometry.grid, geometry.block, geometry.shmem,
+                          signature, geometry.cluster)
+
+
+class KernelGemm(FastGemm):
+    """A non-TMA GEMM kernel (sgemm, bgemm, hgemm rungs 1-2) bound to one shape."""
+
+    path = "kernel"
+    owns_workspace = False  # True with a split-K workspace: then bound to one stream
+
+    def __init__(self, runner, problem, batched: bool):
+        import cupy as cp
+
+        self.name = runner.name
+        M, N, K = problem.M, problem.N, problem.K
+        geometry = runner.impl.launch(problem, runner.params)
+        self.reduce = None
+        if batched:
+            self.main = prepared(runner.compiled, geometry, BGEMM_SIGNATURE)
+            for i, v in enumerate((M, N, K)):
+                self.main.set(i, v)
+            self.main.set(5, M * K)
+            self.main.set(7, K * N)
+            self.main.set(10, M * N)
+            self.main.set(11, problem.batch)
+            self._slots = [self.main.slots[i] for i in (3, 4, 6, 8, 9)]
+        else:
+            split = getattr(runner, "reduce", None) is not None
+            self.main = prepared(runner.compiled, geometry, GEMM_SIGNATURE + (("ptr",) if split else ()))
+            for i, v in enumerate((M, N, K)):
+                self.main.set(i, v)
+            self._slots = [self.main.slots[i] for i in (3, 4, 5, 6, 7)]
+            slices = geometry.grid[2]
+            if split and slices > 1:
+                from ..cuda.device import info
+                from ..registry import Launch, cdiv
+
+                self.workspace = cp.empty(slices * M * N, dtype=cp.float32)
+                self.owns_workspace = True
+                self.main.set(8, self.workspace.data.ptr)
+                blocks = min(cdiv(M * N, 256), info().sm_count * 8)
+                self.reduce = prepared(runner.reduce, Launch((blocks, 1, 1), (256, 1, 1)),
+                                       ("i32", "i32", "i32", "f32", "ptr", "f32", "ptr"))
+                for i, v in enumerate((M, N, slices)):
+                    self.reduce.set(i, v)
+                self.reduce.set(4, self.workspace.data.ptr)
+                self._reduce_slots = [self.reduce.slots[i] for i in (3, 5, 6)]
+            elif split:
+                self.main.set(8, 0)
+
+    def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
+        s_alpha, s_a, s_b, s_beta, s_c = self._slots
+        s_alpha.value, s_a.value, s_b.value, s_beta.value, s_c.value = alpha, a, b, beta, c
+        self.main.launch(stream)
+        if self.reduce is not None:
+            r_alpha, r_beta, r_c = self._reduce_slots
+            r_alpha.value, r_beta.value, r_c.value = alpha, beta, c
+            self.reduce.launch(stream)
+
+
+def tma_fast(spec, problem) -> bool:
+    """Whether a TMA rung runs this shape straight from the caller's arrays: every row a
+    16-byte multiple (else padded copies) and B as it is (the tf32 rung wants B transposed)."""
+    item = ITEMSIZE.get(problem.dtype, 4)
+    return ("b_transposed" not in spec.tags and (problem.K * item) % 16 == 0 and (problem.N * item) % 16 == 0
+            and (problem.N * 4) % 16 == 0)
+
+
+class TmaGemm(FastGemm):
+    """A TMA hgemm rung bound to one shape; tensor maps re-encoded only for a new pointer."""
+
+    path = "kernel"
+    owns_workspace = False
+
+    def __init__(self, runner, problem):
+        from ..kernels.hgemm.specs import tma_boxes
+        from ..ops.hgemm_tma import max_active_clusters
+
+        spec, params = runner.impl, runner.params
+        self.name = runner.name
+        self.dtype = problem.dtype
+        self.M, self.N, self.K = problem.M, problem.N, problem.K
+        self.boxes = tma_boxes(spec, params)
+        geometry = spec.launch(problem, params)
+        if "persistent" in spec.tags:  # no more clusters than run at once (as the bench path does)
+            slots = max_active_clusters(runner.compiled, geometry)
+            clusters = min(geometry.grid[0] // geometry.cluster[0], slots)
+            geometry = replace(geometry, grid=(clusters * geometry.cluster[0], 1, 1))
+        self.store_c = "C" in self.boxes
+        maps = ("tmap", "tmap", "tmap") if self.store_c else ("tmap", "tmap")
+        tail = ("ptr", "i32") if self.store_c else ("ptr",)
+        self.launch = prepared(runner.compiled, geometry, maps + ("i32", "i32", "i32", "f32", "f32") + tail)
+        first = len(maps)
+        for i, v in enumerate((self.M, self.N, self.K)):
+            self.launch.set(first + i, v)
+        if self.store_c:
+            self.launch.set(first + 6, self.N)  # ldc: C is dense
+        self._alpha, self._beta, self._c = (self.launch.slots[first + i] for i in (3, 4, 5))
+        self._ptrs = [None, None, None]
+
+    def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
+        item = ITEMSIZE[self.dtype]
+        ptrs = self._ptrs
+        if a != ptrs[0]:
+            self.launch.tmap(0).encode(self.dtype, a, self.M, self.K, self.K * item, self.boxes["A"])
+            ptrs[0] = a
+        if b != ptrs[1]:
+            self.launch.tmap(1).encode(self.dtype, b, self.K, self.N, self.N * item, self.boxes["B"])
+            ptrs[1] = b
+        if self.store_c and c != ptrs[2]:
+            self.launch.tmap(2).encode("fp32", c, self.M, self.N, self.N * 4, self.boxes["C"])
+            ptrs[2] = c
+        self._alpha.value, self._beta.value, self._c.value = alpha, beta, c
+        self.launch.launch(stream)
+
+
+class CublasGemm(FastGemm):
+    """cuBLAS bound to one shape: SGEMM, GemmEx (fp16/bf16/tf32 in, fp32 out) or strided batches."""
+
+    path = "library"
+    owns_workspace = False
+    name = "cublas"
+
+    def __init__(self, problem, op_name: str):
+        from ..cuda import cublas
+
+        kind = {"sgemm": "sgemm", "bgemm": "batched"}.get(op_name, "ex")
+        self.call = cublas.PreparedGemm(kind, problem.M, problem.N, problem.K, problem.dtype,
+                                        getattr(problem, "batch", 1))
+        cublas.handle()  # this thread's handle and workspace exist before any capture
+
+    def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
+        self.call(alpha, a, b, beta, c, stream)
+
+
+class RunnerGemm:
+    """Any implementation through its op's runner (CuPy views over the operands): the path for
+    library baselines other than cuBLAS and for TMA shapes that need copies."""
+
+    path = "runner"
+    fast = False
+    owns_workspace = True  # the runner keeps its own buffers
+
+    def __init__(self, runner, problem, op):
+        self.runner, self.problem, self.op = runner, problem, op
+        self.name = runner.name
+
+    def run_operands(self, a: Operand, b: Operand, c: Operand, alpha: float, beta: float, stream: int) -> None:
+        from ..cuda.device import cupy_stream, wrap_stream
+
+        problem = replace(self.problem, alpha=alpha, beta=beta)
+        with cupy_stream(stream):
+            views = cupy_view(a), cupy_view(b), cupy_view(c)
+            self.op.enqueue(self.runner, problem, views, wrap_stream(stream))
+
+
+class KernelReduce:
+    """A reduce rung bound to n elements: every pass prepared, its partials and counters owned."""
+
+    path = "kernel"
+    fast = True
+    owns_workspace = True
+
+    def __init__(self, runner, n: int):
+        import cupy as cp
+
+        from ..ops.reduce_passes import plan
+
+        self.name = runner.name
+        passes = plan(runner.impl, runner.params, n)
+        single = runner.single_pass
+        self.launches = []
+        if single:
+            (m, launch), = passes
+            self.partials = cp.empty(launch.grid[0], dtype=cp.float32)
+            self.counter = cp.zeros(2, dtype=cp.uint32)  # the kernel leaves both at 0
+            p = prepared(runner.compiled, launch, ("ptr", "i64", "ptr", "ptr", "ptr"))
+            p.set(1, m)
+            p.set(3, self.partials.data.ptr)
+            p.set(4, self.counter.data.ptr)
+            self.launches.append(p)
+        else:
+            grids = [launch.grid[0] for _, launch in passes]
+            inner = grids[:-1]
+            self.buffers = [cp.empty(max(inner[k::2], default=1), dtype=cp.float32) for k in (0, 1)]
+            src = None
+            for k, (m, launch) in enumerate(passes):
+                p = prepared(runner.compiled, launch, ("ptr", "i64", "ptr"))
+                p.set(1, m)
+                if src is not None:
+                    p.set(0, src)
+                if k < len(passes) - 1:
+                    src = self.buffers[k % 2].data.ptr
+                    p.set(2, src)
+                self.launches.append(p)
+        self._src = self.launches[0].slots[0]
+        self._dst = self.launches[-1].slots[2]
+        cp.cuda.get_current_stream().synchronize()  # the counters' zeros written before another stream reads
+
+    def run(self, x: int, out: int, stream: int) -> None:
+        self._src.value = x
+        self._dst.value = out
+        for launch in self.launches:
+            launch.launch(stream)
+
+    def run_operands(self, x: Operand, out: Operand, stream: int) -> None:
+        self.run(x.ptr, out.ptr, stream)
+
+
+class RunnerReduce:
+    """A reduce baseline (CUB, torch) or any rung through its runner, on CuPy views."""
+
+    path = "runner"
+    fast = False
+    owns_workspace = True  # the runner keeps its own buffers
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.name = runner.name
+
+    def run_operands(self, x: Operand, out: Operand, stream: int) -> None:
+        from ..cuda.device import cupy_stream, wrap_stream
+
+        with cupy_stream(stream):
+            flat = cupy_view(x).reshape(-1)
+            o = cupy_view(out)
+            if self.runner.compiled is not None:
+                self.runner.enqueue(flat, wrap_stream(stream), out=o)
+            else:
+                value = self.runner.enqueue(flat, wrap_stream(stream))
+                o[...] = value if not _is_torch(value) else cupy_of(value)
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def cupy_of(x):
+    import cupy as cp
+
+    return cp.from_dlpack(x)
+
+
+def gemm_executor(op, op_name: str, impl, problem, shared_runner, fresh_runner):
+    """The fastest executor that can run `impl` (a registry entry) on `problem`. Fast executors
+    use the shared compiled kernel (`shared_runner()`); the runner path gets a runner of its own
+    (`fresh_runner()`), since runners keep workspaces."""
+    if impl.kind != "kernel":
+        if impl.name == "cublas":
+            return CublasGemm(problem, op_name)
+        return RunnerGemm(fresh_runner(), problem, op)
+    reason = op.refusal(impl, problem)
+    if reason:
+        raise BadArgumentError(reason)
+    if "tma" in impl.tags:
+        if tma_fast(impl, problem):
+            return TmaGemm(shared_runner(), problem)
+        return RunnerGemm(fresh_runner(), problem, op)
+    return KernelGemm(shared_runner(), problem, batched=op_name == "bgemm")
+
+
+def reduce_executor(impl, n: int, shared_runner, fresh_runner):
+    if impl.kind == "kernel":
+        return KernelReduce(shared_runner(), n)
+    if getattr(impl, "ceiling", False):
+        raise BadArgumentError(f"{impl.name} is the copy ceiling, not a reduce")
+    return RunnerReduce(fresh_runner())

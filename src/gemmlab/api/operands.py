@@ -1,0 +1,277 @@
+"""Operands read straight from the caller's arrays: pointer, shape, dtype, device, whether they are
+contiguous, and the stream the producer works on, with no DLPack round trip per call.
+
+torch tensors: data_ptr(), shape, is_contiguous(), dtype and the current stream of their device
+(read from PyTorch's raw-stream accessor). CuPy arrays: data.ptr, shape, flags and CuPy's current
+stream. Anything else with __cuda_array_interface__ (v3): its dict, and its own stream when it
+names one (the protocol says work may then be enqueued on it). A DLPack-only producer goes
+through cupy.from_dlpack (slower, still no copy). How to read a type is decided once per type.
+
+Refusals are one BadArgumentError (a ValueError) line.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from ..errors import BadArgumentError
+
+DTYPE_TEXT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
+ALIGN = 16  # bytes: every kernel's vector loads and TMA want 16-byte aligned bases
+
+
+class Operand:
+    """One array as gemmlab reads it; `family` is torch, cupy or cai (any other producer)."""
+
+    __slots__ = ("obj", "ptr", "shape", "dtype", "device", "stream", "family", "contiguous")
+
+    def __init__(self, obj, ptr, shape, dtype, device, stream, family, contiguous):
+        self.obj, self.ptr, self.shape = obj, ptr, tuple(shape)
+        self.dtype, self.device, self.stream, self.family, self.contiguous = dtype, device, stream, family, contiguous
+
+    @property
+    def dense(self) -> bool:
+        """Row-major contiguous and 16-byte aligned: what a kernel takes without a copy."""
+        return self.contiguous and self.ptr % ALIGN == 0
+
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+# -- per-family readers -------------------------------------------------------------------------
+
+_torch_names: dict = {}
+_torch_stream: Callable[[int], int] | None = None
+
+
+def _torch_setup():
+    global _torch_stream
+    import torch
+
+    _torch_names.update({torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
+                         torch.float64: "fp64"})
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    _torch_stream = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
+
+
+def _read_torch(x, what: str, caller: str) -> Operand:
+    if not x.is_cuda:
+        raise BadArgumentError(f"{what} is a CPU (host) tensor; {caller} needs CUDA tensors")
+    if _torch_stream is None:
+        _torch_setup()
+    dev = x.get_device()
+    dtype = _torch_names.get(x.dtype) or str(x.dtype).replace("torch.", "")
+    return Operand(x, x.data_ptr(), x.shape, dtype, dev, _torch_stream(dev), "torch", x.is_contiguous())
+
+
+_cupy = None
+_cupy_names: dict = {}
+
+
+def _cupy_setup():
+    global _cupy
+    import cupy
+    import numpy as np
+
+    _cupy_names.update({np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16", np.dtype(np.float64): "fp64"})
+    _cupy = cupy
+
+
+def _read_cupy(x, what: str, caller: str) -> Operand:
+    if _cupy is None:
+        _cupy_setup()
+    return Operand(x, x.data.ptr, x.shape, _cupy_names.get(x.dtype) or x.dtype.name, x.data.device_id,
+                   _cupy.cuda.get_current_stream().ptr, "cupy", x.flags.c_contiguous)
+
+
+_TYPESTR = {"<f4": "fp32", "<f2": "fp16", "<f8": "fp64"}
+
+
+def _read_cai(x, what: str, caller: str) -> Operand:
+    """A __cuda_array_interface__ producer (v3): its own stream when it names one (1 and 2 are the
+    legacy and per-thread default streams, valid handles as they are), else CuPy's current."""
+    if _cupy is None:
+        _cupy_setup()
+    cai = x.__cuda_array_interface__
+    shape = tuple(cai["shape"])
+    dtype = _TYPESTR.get(cai["typestr"], cai["typestr"])
+    item = ITEMSIZE.get(dtype, 1)
+    dense = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        dense[i] = dense[i + 1] * shape[i + 1]
+    strides = tuple(s // item for s in cai["strides"]) if cai.get("strides") else tuple(dense)
+    contiguous = all(st == d or n == 1 for st, d, n in zip(strides, dense, shape))
+    stream = cai.get("stream")
+    if stream is None:
+        stream = _cupy.cuda.get_current_stream().ptr
+    ptr = cai["data"][0] or 0
+    device = _cupy.cuda.runtime.pointerGetAttributes(ptr).device if ptr else _cupy.cuda.Device().id
+    return Operand(x, ptr, shape, dtype, device, stream, "cai", contiguous)
+
+
+def _read_dlpack(x, what: str, caller: str) -> Operand:
+    if _cupy is None:
+        _cupy_setup()
+    try:
+        a = _cupy.from_dlpack(x)
+    except Exception as exc:
+        raise BadArgumentError(f"{what} is not a CUDA array ({exc})") from None
+    op = _read_cupy(a, what, caller)
+    op.family = "cai"  # the result comes back as CuPy
+    return op
+
+
+def _refuse_numpy(x, what: str, caller: str) -> Operand:
+    raise BadArgumentError(f"{what} is a NumPy (host) array; {caller} needs a CUDA array")
+
+
+def _refuse(x, what: str, caller: str) -> Operand:
+    raise BadArgumentError(f"{what} must be a CUDA array (CuPy, torch, or a DLPack/__cuda_array_interface__ "
+                           f"producer), got {type(x).__name__}")
+
+
+_readers: dict[type, Callable[[Any, str, str], Operand]] = {}
+
+
+def _reader_for(t: type) -> Callable[[Any, str, str], Operand]:
+    module = t.__module__.split(".")[0]
+    if module == "cupy" or (module != "torch" and "cupy" in sys.modules and issubclass(t, sys.modules["cupy"].ndarray)):
+        return _read_cupy
+    if module == "torch" or ("torch" in sys.modules and issubclass(t, sys.modules["torch"].Tensor)):
+        return _read_torch
+    if module == "numpy":
+        return _refuse_numpy
+    if hasattr(t, "__cuda_array_interface__"):
+        return _read_cai
+    if hasattr(t, "__dlpack__"):
+        return _read_dlpack
+    return _refuse
+
+
+def read(x: Any, what: str, caller: str) -> Operand:
+    """x as an Operand (refused in one line when it is not a usable CUDA array)."""
+    reader = _readers.get(type(x))
+    if reader is None:
+        reader = _readers[type(x)] = _reader_for(type(x))
+    return reader(x, what, caller)
+
+
+def check(op: Operand, what: str, dtypes: tuple[str, ...], ndim: int | None, caller: str, device: int) -> None:
+    """Refuse a dtype outside `dtypes`, another rank than `ndim`, an array on another GPU."""
+    if op.dtype not in dtypes:
+        raise BadArgumentError(f"{what} has dtype {DTYPE_TEXT.get(op.dtype, op.dtype)}; {caller} needs "
+                               + " or ".join(DTYPE_TEXT[d] for d in dtypes))
+    if ndim is not None and len(op.shape) != ndim:
+        raise BadArgumentError(f"{what} must be {ndim}-D, got {len(op.shape)}-D")
+    if op.device != device:
+        raise BadArgumentError(f"{what} is on GPU {op.device}, gemmlab runs on GPU {device}")
+
+
+def shape_text(shape) -> str:
+    return "x".join(map(str, shape))
+
+
+# -- copies and outputs (on the operand's stream) ------------------------------------------------
+
+def cupy_view(op: Operand):
+    """A CuPy array over the operand's memory (no copy), for the rare paths that need one."""
+    if _cupy is None:
+        _cupy_setup()
+    if op.family == "cupy":
+        return op.obj
+    if op.family == "torch":
+        return _cupy.from_dlpack(op.obj.detach() if op.dtype != "bf16" else _bits(op.obj))
+    return _cupy.asarray(op.obj)
+
+
+def _bits(t):
+    import torch
+
+    return t.detach().view(torch.uint16 if hasattr(torch, "uint16") else torch.int16)
+
+
+def densify(op: Operand) -> Operand:
+    """A contiguous, aligned copy of a strided or misaligned operand, made on its stream."""
+    if op.family == "torch":
+        t = op.obj.contiguous()
+        if t.data_ptr() % ALIGN or t.data_ptr() == op.ptr:
+            t = t.clone(memory_format=_contiguous_format())
+        return Operand(t, t.data_ptr(), t.shape, op.dtype, op.device, op.stream, "torch", True)
+    from ..cuda.device import cupy_stream
+
+    with cupy_stream(op.stream):
+        a = _cupy.array(cupy_view(op), order="C", copy=True)
+    out = _read_cupy(a, "", "")
+    out.stream, out.family = op.stream, op.family
+    return out
+
+
+def _contiguous_format():
+    import torch
+
+    return torch.contiguous_format
+
+
+_F32 = []
+
+
+def new_output(like: Operand, shape: tuple, zeros: bool = False) -> Operand:
+    """A new fp32 array of `like`'s family (torch for torch, else CuPy) on its stream."""
+    if like.family == "torch":
+        if not _F32:
+            import torch
+
+            _F32.append(torch.float32)
+        t = like.obj.new_zeros(shape, dtype=_F32[0]) if zeros else like.obj.new_empty(shape, dtype=_F32[0])
+        return Operand(t, t.data_ptr(), shape, "fp32", like.device, like.stream, "torch", True)
+    make = _cupy.zeros if zeros else _cupy.empty
+    if like.family == "cupy":  # like.stream is CuPy's current stream already
+        a = make(shape, dtype=_cupy.float32)
+    else:
+        from ..cuda.device import cupy_stream
+
+        with cupy_stream(like.stream):
+            a = make(shape, dtype=_cupy.float32)
+    return Operand(a, a.data.ptr, shape, "fp32", like.device, like.stream, like.family, True)
+
+
+def copy_into(dst: Operand, src: Operand) -> None:
+    """dst[...] = src on dst's stream (a strided C written back from its dense working copy)."""
+    if dst.family == "torch" and src.family == "torch":
+        dst.obj.copy_(src.obj)
+        return
+    from ..cuda.device import cupy_stream
+
+    with cupy_stream(dst.stream):
+        view = cupy_view(dst)
+        view[...] = cupy_view(src)
+
+
+def scale(op: Operand, beta: float) -> None:
+    """op *= beta in place, with beta == 0 writing zeros (NaN in op does not survive): torch's
+    rule for C when K == 0."""
+    if op.family == "torch":
+        if beta == 0.0:
+            op.obj.zero_()
+        else:
+            op.obj.mul_(beta)
+        return
+    from ..cuda.device import cupy_stream
+
+    with cupy_stream(op.stream):
+        view = cupy_view(op)
+        if beta == 0.0:
+            view.fill(0)
+        else:
+            view *= beta
+
+
+def result(op: Operand):
+    """What the caller gets back: the array itself for torch and CuPy, CuPy for other producers."""
+    if op.family == "cai" and _cupy is not None and not isinstance(op.obj, _cupy.ndarray):
+        return cupy_view(op)
+    return op.obj

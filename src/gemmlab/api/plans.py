@@ -1,0 +1,175 @@
+"""Stateful plans in the style of nvmath-python's Matmul: choose, compile and prepare once, then
+execute for a few microseconds.
+
+    p = gemmlab.Matmul(A, B, C, alpha=1.0, beta=0.0)   # sgemm (fp32), hgemm (fp16/bf16), bgemm (3-D)
+    p.execute()                                       # C = alpha*A@B + beta*C; returns C
+    p.execute(A=A2)                                   # new operands of the same shape, dtype, layout
+    s = gemmlab.Sum(x); s.execute()                   # a 0-d fp32 result, the plan's own
+
+A plan's operands must be contiguous and 16-byte aligned (make them so once; a plan never copies
+on the hot path). Without C a plan owns its output and returns the same array from every
+execute. execute() runs on the stream the operands' framework has current at that moment
+(torch.cuda.current_stream(), CuPy's current stream), or on `stream=`; that is what lets
+torch.cuda.graph and CuPy's stream capture record it. A plan is one piece of state: execute it
+from one thread at a time, and on one stream at a time (its workspaces are its own).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import BadArgumentError
+from . import core, dispatch, tuning
+from .operands import Operand, check, new_output, read, shape_text
+
+
+def stream_handle(stream: Any) -> int:
+    """A raw stream handle from an int, a torch or CuPy stream, or a __cuda_stream__ object."""
+    if isinstance(stream, int):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        if hasattr(stream, attr):
+            return int(getattr(stream, attr))
+    raise BadArgumentError(f"stream must be a stream handle or a torch/CuPy/CUDA stream, got {type(stream).__name__}")
+
+
+def _current_stream(op: Operand):
+    """A function returning the operand framework's current stream (read at each execute)."""
+    if op.family == "torch":
+        import torch
+
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        dev = op.device
+        return (lambda: raw(dev)) if raw is not None else (lambda: torch.cuda.current_stream(dev).cuda_stream)
+    if op.family == "cupy":
+        import cupy as cp
+
+        return lambda: cp.cuda.get_current_stream().ptr
+    fixed = op.stream
+    return lambda: fixed
+
+
+def _dense(op: Operand, what: str) -> Operand:
+    if not op.dense:
+        raise BadArgumentError(f"{what} must be contiguous and 16-byte aligned for a plan "
+                               f"(pass a contiguous copy once, e.g. {what}.contiguous())")
+    return op
+
+
+class _Plan:
+    caller = "gemmlab plan"
+
+    def _stream(self, stream) -> int:
+        core.setup()
+        return self._current() if stream is None else stream_handle(stream)
+
+    def _rebind(self, x, what: str, old: Operand, dtypes: tuple[str, ...]) -> Operand:
+        new = read(x, what, self.caller)
+        if new.shape != old.shape or new.dtype != old.dtype:
+            raise BadArgumentError(f"{what} is {shape_text(new.shape)} {new.dtype}; this plan was made for "
+                                   f"{shape_text(old.shape)} {old.dtype}")
+        check(new, what, dtypes, len(old.shape), self.caller, core._state["device"])
+        return _dense(new, what)
+
+    @property
+    def impl(self) -> str:
+        return self._executor.choice.impl
+
+    @property
+    def path(self) -> str:
+        """kernel (a gemmlab kernel, prepared launch), library (cuBLAS called directly) or runner."""
+        return self._executor.path
+
+    def explain(self) -> str:
+        return dispatch.describe(self._executor.choice, self.caller, self._text, core._state["gpu"],
+                                 core._state["arch"], tuning.describe())
+
+
+class Matmul(_Plan):
+    """C = alpha * A @ B + beta * C as a plan: fp32 A, B (sgemm); fp16 or bf16 (hgemm, fp32 C;
+    op="hgemm" runs fp32 inputs as tf32); 3-D fp32 batches (bgemm). impl/params as in the calls."""
+
+    def __init__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
+                 params: Mapping[str, int] | None = None, op: str | None = None):
+        core.setup()
+        first = read(A, "A", "gemmlab.Matmul")
+        if op is None:
+            op = "bgemm" if len(first.shape) == 3 else ("hgemm" if first.dtype in ("fp16", "bf16") else "sgemm")
+        if op not in core.GEMM_DTYPES:
+            raise BadArgumentError(f"op must be sgemm, hgemm or bgemm, not {op!r}")
+        self.op = op
+        self.caller = f"gemmlab.Matmul ({op})"
+        a, b, dims, dtype = core.gemm_operands(op, self.caller, A, B)
+        if 0 in dims:
+            raise BadArgumentError(f"empty problem {shape_text(dims)}: plans need M, N, K (and batch) >= 1")
+        self.alpha, self.beta = float(alpha), float(beta)
+        shape = (dims[3], dims[0], dims[1]) if op == "bgemm" else (dims[0], dims[1])
+        if C is None:
+            if self.beta != 0.0:
+                raise BadArgumentError("beta != 0 needs C")
+            c = new_output(a, shape)
+        else:
+            c = core.output_operand(C, a, shape, self.beta, self.caller)
+        self._a, self._b, self._c = _dense(a, "A"), _dense(b, "B"), _dense(c, "C")
+        self._dtypes = core.GEMM_DTYPES[op]
+        self._current = _current_stream(a)
+        self._executor = core.new_executor(op, dtype, dims, impl, params)
+        self._text = f"{shape_text(dims[:3])}{f' x{dims[3]} batches' if op == 'bgemm' else ''} {dtype}"
+        self.dims, self.dtype = dims, dtype
+
+    def execute(self, A=None, B=None, C=None, *, alpha: float | None = None, beta: float | None = None,
+                stream: Any = None):
+        """Run the plan (on new operands where given); returns C (the plan's own when none was given)."""
+        if A is not None:
+            self._a = self._rebind(A, "A", self._a, self._dtypes)
+        if B is not None:
+            self._b = self._rebind(B, "B", self._b, self._dtypes)
+        if C is not None:
+            self._c = self._rebind(C, "C", self._c, ("fp32",))
+        if alpha is not None:
+            self.alpha = float(alpha)
+        if beta is not None:
+            self.beta = float(beta)
+        ex = self._executor
+        if ex.fast:
+            ex.run(self._a.ptr, self._b.ptr, self._c.ptr, self.alpha, self.beta, self._stream(stream))
+        else:
+            ex.run_operands(self._a, self._b, self._c, self.alpha, self.beta, self._stream(stream))
+        return self._c.obj
+
+    @property
+    def result(self):
+        return self._c.obj
+
+
+class Sum(_Plan):
+    """sum(x) of a float32 CUDA array as a plan; execute() returns the plan's own 0-d result."""
+
+    caller = "gemmlab.Sum"
+
+    def __init__(self, x, *, impl: str | None = None, params: Mapping[str, int] | None = None):
+        core.setup()
+        op = core.sum_operand(x, self.caller)
+        n = op.size()
+        if n == 0:
+            raise BadArgumentError("x is empty: a Sum plan needs at least one element (reduce_sum(x) gives 0)")
+        self._x = _dense(op, "x")
+        self._out = new_output(op, ())
+        self._current = _current_stream(op)
+        self._executor = core.new_executor("reduce", "fp32", (n,), impl, params)
+        self._text = f"n={n} fp32"
+
+    def execute(self, x=None, *, stream: Any = None):
+        if x is not None:
+            self._x = self._rebind(x, "x", self._x, ("fp32",))
+        ex = self._executor
+        if ex.fast:
+            ex.run(self._x.ptr, self._out.ptr, self._stream(stream))
+        else:
+            ex.run_operands(self._x, self._out, self._stream(stream))
+        return self._out.obj
+
+    @property
+    def result(self):
+        return self._out.obj

@@ -1,0 +1,63 @@
+"""torch custom ops: torch.ops.gemmlab.sgemm, hgemm, bgemm and reduce_sum, registered on import
+(gemmlab.register_torch_ops()).
+
+Each is functional (returns a new tensor; C, when given, is read, never written), so torch.compile
+can reorder and capture it, and each has a fake implementation that gives the output's shape and
+dtype without running, so torch.compile(fullgraph=True) traces through it with no graph break.
+The real implementation is the plain call on the current torch stream, so a CUDA graph
+(torch.cuda.graph, or torch.compile's "reduce-overhead" mode) records its launches.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import calls
+
+
+@torch.library.custom_op("gemmlab::sgemm", mutates_args=())
+def sgemm(A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, alpha: float = 1.0,
+          beta: float = 0.0) -> torch.Tensor:
+    """alpha * A @ B + beta * C in fp32 (C not read when beta == 0)."""
+    return _gemm("sgemm", A, B, C, alpha, beta)
+
+
+@torch.library.custom_op("gemmlab::hgemm", mutates_args=())
+def hgemm(A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, alpha: float = 1.0,
+          beta: float = 0.0) -> torch.Tensor:
+    """alpha * A @ B + beta * C: fp16/bf16 A and B (fp32 read as tf32), fp32 accumulation and result."""
+    return _gemm("hgemm", A, B, C, alpha, beta)
+
+
+@torch.library.custom_op("gemmlab::bgemm", mutates_args=())
+def bgemm(A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, alpha: float = 1.0,
+          beta: float = 0.0) -> torch.Tensor:
+    """alpha * A[i] @ B[i] + beta * C[i] over a batch, fp32."""
+    return _gemm("bgemm", A, B, C, alpha, beta)
+
+
+@torch.library.custom_op("gemmlab::reduce_sum", mutates_args=())
+def reduce_sum(x: torch.Tensor) -> torch.Tensor:
+    """The fp32 sum of every element of x, as a 0-d tensor."""
+    return calls.reduce_sum(x, None, None)
+
+
+def _gemm(op: str, A, B, C, alpha, beta):
+    out = C.clone() if C is not None and beta != 0.0 else None  # functional: C itself is never written
+    return calls.gemm(op, f"torch.ops.gemmlab.{op}", A, B, out, alpha, beta if out is not None else 0.0, None, None)
+
+
+def _fake_gemm(A, B, C=None, alpha=1.0, beta=0.0):
+    shape = (*A.shape[:-1], B.shape[-1])
+    return A.new_empty(shape, dtype=torch.float32)
+
+
+sgemm.register_fake(_fake_gemm)
+hgemm.register_fake(_fake_gemm)
+bgemm.register_fake(_fake_gemm)
+
+
+@reduce_sum.register_fake
+def _fake_sum(x):
+    return x.new_empty((), dtype=torch.float32)

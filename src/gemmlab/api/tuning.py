@@ -1,0 +1,73 @@
+"""The user's own tuning database, used by the API only when named: gemmlab.use_tuning(path) or
+$GEMMLAB_DB. Never picked up from the working directory, so a program is as fast in any folder.
+
+A named database overrides the shipped table's parameters for a kernel where it holds tuned
+results for this GPU (at the tuned shape nearest the call's; harness.tuned).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ..errors import BadArgumentError
+
+_named: str | None = None
+_cache: dict[tuple, dict] = {}
+_lock = threading.Lock()
+
+
+def use_tuning(path: str | os.PathLike | None) -> None:
+    """Use the results database at `path` (written by `gemmlab tune`) for kernel parameters from now
+    on; None stops using one. A path that is not a gemmlab results database raises ValueError."""
+    global _named
+    if path is None:
+        with _lock:
+            _named = None
+            _cache.clear()
+        return
+    p = Path(path)
+    if not p.is_file():
+        raise BadArgumentError(f"no tuning database at {p}")
+    from ..store import ResultStore
+
+    try:
+        ResultStore(p).query("SELECT 1 FROM runs LIMIT 1")
+    except Exception as exc:  # not SQLite, or not ours
+        raise BadArgumentError(f"{p} is not a gemmlab results database ({exc})") from None
+    with _lock:
+        _named = str(p)
+        _cache.clear()
+
+
+def database() -> str | None:
+    """The database in use: the one named by use_tuning(), else $GEMMLAB_DB, else none."""
+    return _named or os.environ.get("GEMMLAB_DB") or None
+
+
+def describe() -> str:
+    db = database()
+    if db is None:
+        return "no database named (gemmlab.use_tuning(path) or GEMMLAB_DB); the shipped table's parameters"
+    return f"{db} ({'use_tuning' if _named else 'GEMMLAB_DB'})"
+
+
+def tuned_params(spec, problem, gpu: str) -> dict | None:
+    """The named database's best parameters for this kernel near `problem`, or None."""
+    db = database()
+    if db is None or getattr(spec, "kind", "") != "kernel":
+        return None
+    key = (db, spec.name, problem.op, problem.M, problem.N, problem.K, gpu)
+    if key not in _cache:
+        from ..harness.tuned import usable_best
+        from ..store import ResultStore
+
+        found = None
+        if Path(db).is_file():
+            try:
+                found = usable_best(ResultStore(Path(db)), gpu, spec, problem)
+            except Exception as exc:
+                raise BadArgumentError(f"cannot read the tuning database {db}: {exc}") from None
+        with _lock:
+            _cache[key] = found
+    return _cache[key]

@@ -1,0 +1,227 @@
+"""`gemmlab bench --api`: the public entry points timed as a program calls them, against the
+frameworks' own calls in the same process and run.
+
+Two figures per call, on the same shapes and inputs:
+- host us/call: the wall time of 100 back-to-back calls with no synchronisation, divided by 100:
+  what a call costs the calling thread. The calls being compared take turns, batch by batch
+  (11 rounds, the median kept), so a noisy host (a VM) weighs on all of them alike. Batches are
+  small enough that the GPU's launch queue never fills, so the figure is host work.
+- TFLOP/s (GB/s for sums): a loop of calls timed wall-clock from the first call to the end of the
+  GPU work (synchronised once at the end): what a program gets.
+Beside them, `gemmlab bench`'s figure for the same implementation at the same shape (cold L2,
+median of event-timed launches, same run), so a path that wins in the harness and loses through
+the API shows up. Rows: torch.mm / torch.sum / cupy.matmul / cupy.sum (the references), the
+plain gemmlab call (new output each call, as torch.mm makes one), the same with C given, and a
+plan's execute().
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+DEFAULT_GEMM_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, (1000, 3000, 2000))
+DEFAULT_SUM_SIZES = (1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
+HOST_BATCH = 100  # calls per host-time batch: far below the ~1000 launches a queue holds
+
+
+@dataclass
+class Row:
+    case: str  # e.g. "sgemm torch"
+    shape: str
+    call: str  # what was timed
+    host_us: float
+    figure: float  # TFLOP/s or GB/s through the loop
+    unit: str
+    impl: str = ""
+    bench_figure: float | None = None  # gemmlab bench's figure for impl at this shape
+    notes: list = field(default_factory=list)
+
+
+def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: int = 11) -> list[float]:
+    """Host microseconds per call of each function, batches interleaved round by round."""
+    for fn in fns:
+        for _ in range(10):
+            fn()
+    sync()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(HOST_BATCH):
+                fn()
+            times[i].append((time.perf_counter() - start) / HOST_BATCH * 1e6)
+            sync()
+    return [statistics.median(t) for t in times]
+
+
+def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None], work_s: float) -> float:
+    """Seconds per call of a back-to-back loop lasting about 50 ms (at least 5 calls): about what
+    `gemmlab bench` times per figure, so neither figure is the one a hot, throttled GPU made."""
+    calls = max(5, min(2000, int(0.05 / max(work_s, 1e-7))))
+    fn()
+    sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
+def _bench_figure(op: str, impl: str, problem) -> float | None:
+    """gemmlab bench's figure (same run, cold L2, medians) for one implementation and shape."""
+    from . import registry
+    from .harness.bench import BenchOptions, run_bench
+
+    try:
+        (point,) = run_bench([registry.get(impl, op)], [problem], BenchOptions(repeat=10, min_time_ms=20.0))
+    except Exception:
+        return None
+    if point.status != "PASS":
+        return None
+    return point.gbps if op == "reduce" else (point.gflops / 1000 if point.gflops else None)
+
+
+def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]:
+    import cupy as cp
+    import torch
+
+    import gemmlab
+    from .problem import GemmProblem
+
+    flops = 2 * M * N * K
+    shape = f"{M}x{N}x{K}"
+    rows = []
+    if kind in ("sgemm torch", "hgemm torch bf16"):
+        dt = torch.float32 if kind.startswith("sgemm") else torch.bfloat16
+        a = (torch.rand(M, K, device="cuda") - 0.5).to(dt)
+        b = (torch.rand(K, N, device="cuda") - 0.5).to(dt)
+        c = torch.empty(M, N, device="cuda")
+        sync = torch.cuda.synchronize
+        if dt == torch.float32:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            refs = [("torch.mm", lambda: torch.mm(a, b))]
+            call, op = gemmlab.sgemm, "sgemm"
+        else:
+            refs = [("torch.mm (bf16 out)", lambda: torch.mm(a, b)),
+                    ("torch.mm (out_dtype=fp32)", lambda: torch.mm(a, b, out_dtype=torch.float32))]
+            call, op = gemmlab.hgemm, "hgemm"
+    else:
+        dt = cp.float32 if kind.startswith("sgemm") else cp.float16
+        rng = cp.random.default_rng(0)
+        a = rng.uniform(-0.5, 0.5, (M, K), dtype=cp.float32).astype(dt)
+        b = rng.uniform(-0.5, 0.5, (K, N), dtype=cp.float32).astype(dt)
+        c = cp.empty((M, N), dtype=cp.float32)
+
+        def sync():
+            cp.cuda.get_current_stream().synchronize()
+
+        refs = [("cupy.matmul", lambda: cp.matmul(a, b))]
+        call, op = (gemmlab.sgemm, "sgemm") if dt == cp.float32 else (gemmlab.hgemm, "hgemm")
+    plan = gemmlab.Matmul(a, b)
+    impl = plan.impl
+    mine = [(f"gemmlab.{op}(A, B)", lambda: call(a, b)), (f"gemmlab.{op}(A, B, C)", lambda: call(a, b, c)),
+            ("Matmul.execute()", plan.execute)]
+    call(a, b)  # the plain call's executor exists before timing
+    sync()
+    start = time.perf_counter()
+    plan.execute()
+    sync()
+    work_s = time.perf_counter() - start
+    bench = None
+    if with_bench:
+        dtype = "fp32" if op == "sgemm" else ("bf16" if "bf16" in kind else "fp16")
+        bench = _bench_figure(op, impl, GemmProblem(M, N, K, 1.0, 0.0, dtype))
+    calls = refs + mine
+    hosts = _host_us([fn for _, fn in calls], sync)
+    for (name, fn), host in zip(calls, hosts):
+        per_call = _loop_seconds(fn, sync, work_s)
+        is_mine = not name.startswith(("torch", "cupy"))
+        rows.append(Row(kind, shape, name, host, flops / per_call / 1e12, "TFLOP/s", impl if is_mine else "",
+                        bench if is_mine else None))
+    return rows
+
+
+def _sum_rows(kind: str, n: int, with_bench: bool) -> list[Row]:
+    import cupy as cp
+    import torch
+
+    import gemmlab
+    from .problem import ReduceProblem
+
+    if kind == "reduce torch":
+        x = torch.rand(n, device="cuda")
+        sync = torch.cuda.synchronize
+        refs = [("torch.sum", lambda: torch.sum(x))]
+    else:
+        x = cp.random.default_rng(0).uniform(0, 1, n, dtype=cp.float32)
+
+        def sync():
+            cp.cuda.get_current_stream().synchronize()
+
+        refs = [("cupy.sum", lambda: cp.sum(x))]
+    plan = gemmlab.Sum(x)
+    impl = plan.impl
+    mine = [("gemmlab.reduce_sum(x)", lambda: gemmlab.reduce_sum(x)), ("Sum.execute()", plan.execute)]
+    gemmlab.reduce_sum(x)
+    sync()
+    start = time.perf_counter()
+    plan.execute()
+    sync()
+    work_s = time.perf_counter() - start
+    bench = _bench_figure("reduce", impl, ReduceProblem(n)) if with_bench else None
+    rows = []
+    calls = refs + mine
+    hosts = _host_us([fn for _, fn in calls], sync)
+    for (name, fn), host in zip(calls, hosts):
+        per_call = _loop_seconds(fn, sync, work_s)
+        is_mine = name.startswith(("gemmlab", "Sum"))
+        rows.append(Row(kind, str(n), name, host, 4 * n / per_call / 1e9, "GB/s", impl if is_mine else "",
+                        bench if is_mine else None))
+    return rows
+
+
+GEMM_KINDS = ("sgemm torch", "sgemm cupy", "hgemm torch bf16", "hgemm cupy fp16")
+SUM_KINDS = ("reduce torch", "reduce cupy")
+
+
+def run(kinds=GEMM_KINDS + SUM_KINDS, gemm_sizes=DEFAULT_GEMM_SIZES, sum_sizes=DEFAULT_SUM_SIZES,
+        with_bench: bool = True, on_row: Callable[[Row], None] | None = None) -> list[Row]:
+    rows = []
+    for kind in kinds:
+        sizes = sum_sizes if kind.startswith("reduce") else gemm_sizes
+        for size in sizes:
+            if kind.startswith("reduce"):
+                new = _sum_rows(kind, int(size), with_bench)
+            else:
+                M, N, K = (size, size, size) if isinstance(size, int) else size
+                new = _gemm_rows(kind, M, N, K, with_bench and M * N * K >= 512 ** 3)
+            for row in new:
+                rows.append(row)
+                if on_row:
+                    on_row(row)
+    return rows
+
+
+def to_markdown(rows: list[Row], command: str) -> str:
+    """One table per case: every call's host time and throughput, and the ratios the targets use."""
+    out = [f"Command: `{command}`", ""]
+    for case in dict.fromkeys(r.case for r in rows):
+        mine = [r for r in rows if r.case == case]
+        unit = mine[0].unit
+        out += [f"**{case}** (host us per call, back to back; {unit} of a loop of calls; bench = `gemmlab bench` "
+                f"figure of the same implementation, same run)", "",
+                f"| shape | call | impl | host us | x ref host | {unit} | bench {unit} | loop / bench |",
+                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for shape in dict.fromkeys(r.shape for r in mine):
+            group = [r for r in mine if r.shape == shape]
+            ref = group[0]
+            for r in group:
+                ratio = f"{r.host_us / ref.host_us:.2f}x" if r is not ref else "-"
+                bench = f"{r.bench_figure:,.1f}" if r.bench_figure else "-"
+                share = f"{100 * r.figure / r.bench_figure:.0f}%" if r.bench_figure else "-"
+                out.append(f"| {shape} | {r.call} | {r.impl or '-'} | {r.host_us:.1f} | {ratio} | {r.figure:,.1f} | "
+                           f"{bench} | {share} |")
+        out.append("")
+    return "\n".join(out)

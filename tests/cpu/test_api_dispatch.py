@@ -1,0 +1,136 @@
+"""Dispatch tables, explain, use_tuning, the launcher's driver structures and the operand refusals:
+everything of the fast entry points that needs no GPU."""
+import ctypes
+import json
+import os
+
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab.api import dispatch, tuning
+from gemmlab.api.operands import read
+from gemmlab.errors import BadArgumentError
+
+TABLE = {"gpus": [
+    {"gpu": "GPU A", "arch": "sm_90", "command": "c", "entries": [
+        {"op": "sgemm", "dtype": "fp32", "shape": [1024, 1024, 1024],
+         "candidates": [{"impl": "hopper_simt", "params": {"GROUP": 4}, "figure": 30.0},
+                        {"impl": "cublas", "params": {}, "figure": 29.0}]},
+        {"op": "sgemm", "dtype": "fp32", "shape": [4096, 4096, 4096],
+         "candidates": [{"impl": "cublas", "params": {}, "figure": 51.0},
+                        {"impl": "autotuned", "params": {}, "figure": 41.0}]},
+    ]},
+]}
+
+
+@pytest.fixture
+def table(monkeypatch):
+    monkeypatch.setattr(dispatch, "_tables", TABLE)
+    return TABLE
+
+
+def test_nearest_measured_shape_decides(table):
+    near_small = dispatch.choose("sgemm", "fp32", (900, 1100, 1000), "GPU A", "sm_90")
+    assert near_small.impl == "hopper_simt" and near_small.params == {"GROUP": 4}
+    assert "nearest measured shape" in near_small.reason and "30.0" in near_small.reason
+    assert dispatch.choose("sgemm", "fp32", (4096, 4096, 4096), "GPU A", "sm_90").impl == "cublas"
+
+
+def test_a_refused_candidate_is_skipped_with_its_reason(table):
+    choice = dispatch.choose("sgemm", "fp32", (1024, 1024, 1024), "GPU A", "sm_90",
+                             accepts=lambda name: "needs K % 8 == 0" if name == "hopper_simt" else "")
+    assert choice.impl == "cublas" and "skipped hopper_simt: needs K % 8 == 0" in choice.reason
+
+
+def test_same_architecture_table_then_fallback(table):
+    other = dispatch.choose("sgemm", "fp32", (4096, 4096, 4096), "GPU B", "sm_90")
+    assert other.impl == "cublas" and "same architecture" in other.reason
+    none = dispatch.choose("sgemm", "fp32", (4096, 4096, 4096), "GPU C", "sm_80")
+    assert none.impl == "cublas" and none.source == "fallback"
+    assert dispatch.choose("reduce", "fp32", (1 << 20,), "GPU C", "sm_80").impl == "single_pass"
+
+
+def test_validate_tables_finds_unsorted_and_missing_figures():
+    bad = json.loads(json.dumps(TABLE))
+    bad["gpus"][0]["entries"][0]["candidates"].reverse()
+    bad["gpus"][0]["entries"][1]["candidates"][0]["figure"] = None
+    problems = dispatch.validate_tables(bad)
+    assert any("not fastest first" in p for p in problems) and any("without figures" in p for p in problems)
+    assert dispatch.validate_tables(TABLE) == []
+
+
+def test_the_shipped_table_is_valid_and_names_registered_implementations():
+    from gemmlab import registry
+
+    data = dispatch.tables()
+    assert dispatch.validate_tables(data) == []
+    for t in data.get("gpus", []):
+        for e in t["entries"]:
+            for c in e["candidates"]:
+                assert registry.get(c["impl"], e["op"]).op == e["op"]
+
+
+def test_explain_without_a_gpu(table, capsys):
+    text = gemmlab.explain(op="sgemm", shape=(1024, 1024, 1024), gpu="GPU A", arch="sm_90")
+    assert "runs:    hopper_simt" in text and "GROUP=4" in text and "GPU A" in text
+    assert text in capsys.readouterr().out
+    named = gemmlab.explain(op="sgemm", shape=(64, 64, 64), impl="naive", gpu="GPU A", arch="sm_90")
+    assert "named by the caller" in named
+    with pytest.raises(ValueError, match="op must be"):
+        gemmlab.explain(op="conv", shape=(1,), gpu="GPU A")
+
+
+def test_use_tuning_only_when_named(tmp_path, monkeypatch):
+    from gemmlab.store import ResultStore
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GEMMLAB_DB", raising=False)
+    ResultStore(tmp_path / "gemmlab-results" / "results.db")  # a database in the working directory
+    assert tuning.database() is None, "the working directory's database must not be picked up"
+    with pytest.raises(ValueError, match="no tuning database"):
+        gemmlab.use_tuning(tmp_path / "missing.db")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite at all" * 10)
+    with pytest.raises(ValueError, match="not a"):
+        gemmlab.use_tuning(junk)
+    assert junk.read_bytes() == b"not sqlite at all" * 10, "a refused file is left untouched"
+    gemmlab.use_tuning(tmp_path / "gemmlab-results" / "results.db")
+    assert tuning.database().endswith("results.db") and "use_tuning" in tuning.describe()
+    gemmlab.use_tuning(None)
+    monkeypatch.setenv("GEMMLAB_DB", "/some/where.db")
+    assert tuning.database() == "/some/where.db" and "GEMMLAB_DB" in tuning.describe()
+
+
+def test_driver_structures_match_cuda_h():
+    from gemmlab.cuda.launcher import LaunchAttribute, LaunchConfig
+
+    assert ctypes.sizeof(LaunchAttribute) == 72  # id, 4 bytes pad, a 64-byte union
+    assert ctypes.sizeof(LaunchConfig) == 56
+    assert (LaunchConfig.hStream.offset, LaunchConfig.attrs.offset, LaunchConfig.numAttrs.offset) == (32, 40, 48)
+
+
+@pytest.mark.parametrize("x,needle", [(np.ones((2, 2), np.float32), "NumPy"), ([1.0, 2.0], "must be a CUDA array"),
+                                      (3.0, "must be a CUDA array")])
+def test_host_and_unknown_inputs_are_refused_in_one_line(x, needle):
+    with pytest.raises(BadArgumentError, match=needle):
+        read(x, "A", "gemmlab.sgemm")
+
+
+def test_package_data_ships_the_table():
+    from importlib import resources
+
+    assert resources.files("gemmlab.api").joinpath("dispatch.json").is_file()
+    assert os.path.basename(dispatch.TABLE) == "dispatch.json"
+
+
+def test_a_framework_call_within_the_margin_yields_to_a_prepared_kernel(monkeypatch):
+    table = {"gpus": [{"gpu": "G", "arch": "sm_90", "command": "c", "entries": [
+        {"op": "reduce", "dtype": "fp32", "shape": [1 << 28], "candidates": [
+            {"impl": "cub", "params": {}, "figure": 100.0}, {"impl": "tile_queue", "params": {}, "figure": 97.0}]},
+        {"op": "reduce", "dtype": "fp32", "shape": [1 << 10], "candidates": [
+            {"impl": "cub", "params": {}, "figure": 100.0}, {"impl": "tile_queue", "params": {}, "figure": 80.0}]}]}]}
+    monkeypatch.setattr(dispatch, "_tables", table)
+    near = dispatch.choose("reduce", "fp32", (1 << 28,), "G", "sm_90")
+    assert near.impl == "tile_queue" and "within 5% of cub" in near.reason
+    assert dispatch.choose("reduce", "fp32", (1 << 10,), "G", "sm_90").impl == "cub", "a clear win stays"

@@ -1,0 +1,178 @@
+"""Plans (gemmlab.Matmul, gemmlab.Sum), CUDA graph capture (torch.cuda.graph and CuPy stream
+capture), torch custom ops under torch.compile, and first use from 16 threads at once."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gemmlab
+from gemmlab.errors import BadArgumentError
+from gemmlab.ops import hgemm_check
+from gemmlab.problem import GemmProblem
+
+cp = pytest.importorskip("cupy")
+torch = pytest.importorskip("torch")
+
+
+def _rel(c, ref):
+    return float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("impl", [None, "async_pipeline", "cublas"])
+def test_matmul_plan_executes_and_rebinds(impl):
+    a, b = torch.rand(300, 200, device="cuda") - 0.5, torch.rand(200, 100, device="cuda") - 0.5
+    c = torch.full((300, 100), float("nan"), device="cuda")
+    plan = gemmlab.Matmul(a, b, c, impl=impl)
+    assert plan.execute() is c
+    assert _rel(c, a.double() @ b.double()) < 1e-5
+    a2 = torch.rand(300, 200, device="cuda") - 0.5
+    plan.execute(A=a2, alpha=2.0)
+    assert _rel(c, 2.0 * (a2.double() @ b.double())) < 1e-5
+    c0 = c.clone()
+    plan.execute(beta=0.5, alpha=1.0)
+    assert _rel(c, a2.double() @ b.double() + 0.5 * c0.double()) < 1e-5
+    assert "runs:" in plan.explain()
+
+
+def test_plan_owns_its_output_and_refuses_other_shapes():
+    a = cp.random.default_rng(1).uniform(-1, 1, (64, 48), dtype=cp.float32)
+    b = cp.random.default_rng(2).uniform(-1, 1, (48, 80), dtype=cp.float32)
+    plan = gemmlab.Matmul(a, b)
+    out = plan.execute()
+    assert out is plan.execute() and isinstance(out, cp.ndarray)
+    assert float(cp.abs(out - a @ b).max()) < 1e-4
+    with pytest.raises(BadArgumentError, match="made for"):
+        plan.execute(A=cp.zeros((64, 49), dtype=cp.float32))
+    with pytest.raises(BadArgumentError, match="contiguous"):
+        gemmlab.Matmul(a.T, a)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_hgemm_plan(dtype):
+    problem = GemmProblem(512, 384, 256, 1.0, 0.0, dtype)
+    A16, B16, C0 = hgemm_check.make_inputs(problem, 3)
+    tt = (lambda x: torch.from_dlpack(x).view(torch.bfloat16)) if dtype == "bf16" else torch.from_dlpack
+    plan = gemmlab.Matmul(tt(A16), tt(B16))
+    assert plan.op == "hgemm"
+    out = plan.execute()
+    torch.cuda.synchronize()
+    assert hgemm_check.compare(cp.from_dlpack(out), A16, B16, C0, 1.0, 0.0, dtype).passed
+
+
+def test_torch_cuda_graph_captures_a_plan_and_a_plain_call():
+    a, b = torch.rand(256, 128, device="cuda"), torch.rand(128, 192, device="cuda")
+    c = torch.empty(256, 192, device="cuda")
+    plan = gemmlab.Matmul(a, b, c)
+    x = torch.rand(1 << 16, device="cuda")
+    s_plan = gemmlab.Sum(x)
+    gemmlab.sgemm(a, b)  # warm the plain call's executor outside the capture
+    plan.execute(), s_plan.execute()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.execute()
+        d = gemmlab.sgemm(a, b)
+        total = s_plan.execute()
+    for _ in range(2):  # new data in the same buffers, replayed
+        a.copy_(torch.rand_like(a))
+        x.copy_(torch.rand_like(x))
+        c.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = a.double() @ b.double()
+        assert _rel(c, ref) < 1e-5 and _rel(d, ref) < 1e-5
+        assert abs(float(total) - float(x.double().sum())) < 1e-3 * float(x.double().abs().sum())
+
+
+def test_cupy_stream_capture_records_a_plan():
+    a = cp.random.default_rng(1).uniform(-1, 1, (128, 64), dtype=cp.float32)
+    b = cp.random.default_rng(2).uniform(-1, 1, (64, 96), dtype=cp.float32)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        plan = gemmlab.Matmul(a, b, impl="async_pipeline")
+        plan.execute()
+        stream.synchronize()
+        stream.begin_capture()
+        plan.execute()
+        graph = stream.end_capture()
+        plan.result.fill(cp.nan)
+        a[...] = 2 * a
+        graph.launch(stream)
+        stream.synchronize()
+    assert float(cp.abs(plan.result - a @ b).max()) < 1e-4
+
+
+def test_custom_ops_eager_and_compiled():
+    gemmlab.register_torch_ops()
+    a, b = torch.rand(96, 64, device="cuda") - 0.5, torch.rand(64, 80, device="cuda") - 0.5
+    c = torch.rand(96, 80, device="cuda")
+    ref = 0.5 * (a.double() @ b.double()) + 2.0 * c.double()
+    out = torch.ops.gemmlab.sgemm(a, b, c, 0.5, 2.0)
+    assert out is not c and _rel(out, ref) < 1e-5
+    torch.library.opcheck(torch.ops.gemmlab.sgemm.default, (a, b, c, 0.5, 2.0))
+
+    def f(a, b, c, x):
+        h = torch.ops.gemmlab.hgemm(a.half(), b.half())
+        return torch.relu(torch.ops.gemmlab.sgemm(a, b, c, 1.0, 1.0)) + h, torch.ops.gemmlab.reduce_sum(x)
+
+    x = torch.rand(4096, device="cuda")
+    compiled = torch.compile(f, fullgraph=True)
+    y, s = compiled(a, b, c, x)
+    y_ref = torch.relu(a.double() @ b.double() + c.double()) + (a.half().double() @ b.half().double())
+    assert _rel(y, y_ref) < 1e-3
+    assert abs(float(s) - float(x.double().sum())) < 1e-3
+    graphed = torch.compile(f, fullgraph=True, mode="reduce-overhead")
+    for _ in range(3):  # warm-up, record, replay
+        y, s = graphed(a, b, c, x)
+    assert _rel(y, y_ref) < 1e-3
+
+
+THREAD_SCRIPT = r"""
+import threading, sys
+import torch, gemmlab
+N = 16
+barrier = threading.Barrier(N)
+errors = []
+def work(i):
+    try:
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            g = torch.Generator(device="cuda").manual_seed(i)
+            m, n, k = 64 + 8 * i, 96 + 8 * i, 40 + 8 * i
+            a = torch.rand(m, k, device="cuda", generator=g) - 0.5
+            b = torch.rand(k, n, device="cuda", generator=g) - 0.5
+            x = torch.rand(1000 + i, device="cuda", generator=g)
+            barrier.wait()
+            c = gemmlab.sgemm(a, b, impl=None if i % 2 else "async_pipeline")
+            h = gemmlab.hgemm(a.half(), b.half())
+            t = gemmlab.reduce_sum(x)
+            p = gemmlab.Matmul(a, b).execute()
+        s.synchronize()
+        ref = a.double() @ b.double()
+        for name, got, tol in (("sgemm", c, 1e-5), ("plan", p, 1e-5), ("hgemm", h, 2e-3)):
+            err = float(torch.linalg.norm(got.double() - ref) / torch.linalg.norm(ref))
+            if err > tol:
+                errors.append(f"thread {i} {name}: relative error {err:.2e}")
+        if abs(float(t) - float(x.double().sum())) > 1e-3:
+            errors.append(f"thread {i} reduce_sum: {float(t)} vs {float(x.double().sum())}")
+    except Exception as exc:
+        errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
+threads = [threading.Thread(target=work, args=(i,)) for i in range(N)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("\n".join(errors) or "ok")
+sys.exit(1 if errors else 0)
+"""
+
+
+def test_first_use_from_16_threads_in_fresh_processes():
+    """Each repetition is a new interpreter, so the first use (imports, registry, device, context,
+    compiled kernels, cuBLAS handles) really happens in 16 threads at once."""
+    repeats = int(os.environ.get("GEMMLAB_THREAD_REPEATS", "3"))
+    env = {**os.environ, "PYTHONPATH": str(Path(gemmlab.__file__).parents[1])}
+    for r in range(repeats):
+        run = subprocess.run([sys.executable, "-c", THREAD_SCRIPT], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert run.returncode == 0, f"repetition {r + 1}/{repeats}:\n{run.stdout}\n{run.stderr[-3000:]}"
