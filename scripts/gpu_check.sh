@@ -7,20 +7,23 @@
 #   scripts/gpu_check.sh [OUTDIR]          (default ./gpu-check)
 # Extra arguments after OUTDIR go to the SGEMM `gemmlab bench` (e.g. --sizes 1024,4096).
 # Runs from the source tree (PYTHONPATH=src), as the GPU machines have no package index.
-# GPU_CHECK_PARTS="tests" or "bench" runs one half (each fits a 10-minute device call).
+# GPU_CHECK_PARTS="tests", "bench" or "api" runs one part (each fits a 10-minute device call);
+# the default runs all three. "api" is `gemmlab bench --api all` (the entry points as a program
+# calls them, against torch and CuPy). The tests part repeats the 16-thread first-use test
+# GEMMLAB_THREAD_REPEATS times (default 20 here, 3 in a plain pytest run).
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-./gpu-check}" && cd "${1:-./gpu-check}" && pwd)
 shift || true
 work=$(mktemp -d)
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-export GEMMLAB_SANITIZER_LOGS="$work/sanitizer"
+export GEMMLAB_SANITIZER_LOGS="$work/sanitizer" GEMMLAB_THREAD_REPEATS=${GEMMLAB_THREAD_REPEATS:-20}
 py=${PYTHON:-python3}
 status=0
 
 { date -u +%FT%TZ; nvidia-smi || true; "$py" -m gemmlab.cli env; } > "$out/summary.txt" 2>&1
 
-parts=${GPU_CHECK_PARTS:-tests bench}
+parts=${GPU_CHECK_PARTS:-tests bench api}
 if [[ " $parts " == *" tests "* ]]; then
 echo "== tests" | tee -a "$out/summary.txt"
 (cd "$root" && "$py" -m pytest tests -q -rs -p no:cacheprovider 2>&1) | tee "$out/pytest.log" || status=1
@@ -50,6 +53,11 @@ done
     --db "$out/results.db" --markdown "$work/hgemm_tf32.md" 2>&1) | tee -a "$out/bench.log" || status=1
 cat "$work"/sgemm.md "$work"/reduce.md "$work"/bgemm.md "$work"/hgemm_*.md > "$out/bench.md" 2>/dev/null
 rm -f "$out"/bench_*.txt  # the timestamped batch files repeat bench.log
+fi
+
+if [[ " $parts " == *" api "* ]]; then
+echo "== API benchmark" | tee -a "$out/summary.txt"
+(cd "$work" && "$py" -m gemmlab.cli bench --api all --markdown "$out/api.md" 2>&1) | tee "$out/api.log" || status=1
 fi
 
 echo "gpu_check: exit $status, logs in $out" | tee -a "$out/summary.txt"
