@@ -92,7 +92,6 @@ def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]
 
     flops = 2 * M * N * K
     shape = f"{M}x{N}x{K}"
-    rows = []
     if kind in ("sgemm torch", "hgemm torch bf16"):
         dt = torch.float32 if kind.startswith("sgemm") else torch.bfloat16
         a = (torch.rand(M, K, device="cuda") - 0.5).to(dt)
@@ -120,27 +119,14 @@ def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]
         refs = [("cupy.matmul", lambda: cp.matmul(a, b))]
         call, op = (gemmlab.sgemm, "sgemm") if dt == cp.float32 else (gemmlab.hgemm, "hgemm")
     plan = gemmlab.Matmul(a, b)
-    impl = plan.impl
     mine = [(f"gemmlab.{op}(A, B)", lambda: call(a, b)), (f"gemmlab.{op}(A, B, C)", lambda: call(a, b, c)),
             ("Matmul.execute()", plan.execute)]
     call(a, b)  # the plain call's executor exists before timing
-    sync()
-    start = time.perf_counter()
-    plan.execute()
-    sync()
-    work_s = time.perf_counter() - start
     bench = None
     if with_bench:
         dtype = "fp32" if op == "sgemm" else ("bf16" if "bf16" in kind else "fp16")
-        bench = _bench_figure(op, impl, GemmProblem(M, N, K, 1.0, 0.0, dtype))
-    calls = refs + mine
-    hosts = _host_us([fn for _, fn in calls], sync)
-    for (name, fn), host in zip(calls, hosts):
-        per_call = _loop_seconds(fn, sync, work_s)
-        is_mine = not name.startswith(("torch", "cupy"))
-        rows.append(Row(kind, shape, name, host, flops / per_call / 1e12, "TFLOP/s", impl if is_mine else "",
-                        bench if is_mine else None))
-    return rows
+        bench = _bench_figure(op, plan.impl, GemmProblem(M, N, K, 1.0, 0.0, dtype))
+    return _measure(kind, shape, refs, mine, plan, sync, flops / 1e12, "TFLOP/s", bench)
 
 
 def _sum_rows(kind: str, n: int, with_bench: bool) -> list[Row]:
@@ -162,22 +148,28 @@ def _sum_rows(kind: str, n: int, with_bench: bool) -> list[Row]:
 
         refs = [("cupy.sum", lambda: cp.sum(x))]
     plan = gemmlab.Sum(x)
-    impl = plan.impl
     mine = [("gemmlab.reduce_sum(x)", lambda: gemmlab.reduce_sum(x)), ("Sum.execute()", plan.execute)]
-    gemmlab.reduce_sum(x)
+    gemmlab.reduce_sum(x)  # the plain call's executor exists before timing
+    bench = _bench_figure("reduce", plan.impl, ReduceProblem(n)) if with_bench else None
+    return _measure(kind, str(n), refs, mine, plan, sync, 4 * n / 1e9, "GB/s", bench)
+
+
+def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_units: float, unit: str,
+             bench: float | None) -> list[Row]:
+    """Host time and loop throughput of the reference calls and gemmlab's (the plan's execute
+    sets the loop length); `work_units` per call in `unit` x seconds."""
     sync()
     start = time.perf_counter()
     plan.execute()
     sync()
     work_s = time.perf_counter() - start
-    bench = _bench_figure("reduce", impl, ReduceProblem(n)) if with_bench else None
-    rows = []
     calls = refs + mine
     hosts = _host_us([fn for _, fn in calls], sync)
+    rows = []
     for (name, fn), host in zip(calls, hosts):
         per_call = _loop_seconds(fn, sync, work_s)
-        is_mine = name.startswith(("gemmlab", "Sum"))
-        rows.append(Row(kind, str(n), name, host, 4 * n / per_call / 1e9, "GB/s", impl if is_mine else "",
+        is_mine = (name, fn) in mine
+        rows.append(Row(kind, shape, name, host, work_units / per_call, unit, plan.impl if is_mine else "",
                         bench if is_mine else None))
     return rows
 

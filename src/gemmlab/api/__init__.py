@@ -91,8 +91,7 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
         op, dims, dtype = "reduce", (core.sum_operand(A, "gemmlab.explain").size(),), "fp32"
     elif A is not None:
         if op is None:
-            first = core.read(A, "A", "gemmlab.explain")
-            op = "bgemm" if len(first.shape) == 3 else ("hgemm" if first.dtype in ("fp16", "bf16") else "sgemm")
+            op = core.gemm_op_of(A, "gemmlab.explain")
         _, _, dims, dtype = core.gemm_operands(op, f"gemmlab.{op}", A, B)
     else:
         if op is None or shape is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from .core import _state, executor, gemm_operands, output_operand, setup, sum_operand
-from .operands import copy_into, densify, new_output, result, scale
+from .operands import copy_into, densify, new_output, result, scale, torch_stream_reader
 
 _torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stream accessor (set once)
 
@@ -14,9 +14,7 @@ _torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stre
 def _torch_setup() -> None:
     import torch
 
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # PyTorch's own accessor, ~0.1 us
-    _torch.update(tensor=torch.Tensor, f32=torch.float32,
-                  stream=raw or (lambda d: torch.cuda.current_stream(d).cuda_stream),
+    _torch.update(tensor=torch.Tensor, f32=torch.float32, stream=torch_stream_reader(),
                   dtypes={"sgemm": {torch.float32: "fp32"},
                           "hgemm": {torch.float32: "tf32", torch.float16: "fp16", torch.bfloat16: "bf16"}})
 

@@ -196,6 +196,12 @@ def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, st
 
 # -- the bodies of the plain calls ----------------------------------------------------------------
 
+def gemm_op_of(A, caller: str) -> str:
+    """The GEMM op for A's rank and dtype: 3-D bgemm, 16-bit hgemm, else sgemm."""
+    first = read(A, "A", caller)
+    return "bgemm" if len(first.shape) == 3 else ("hgemm" if first.dtype in ("fp16", "bf16") else "sgemm")
+
+
 def gemm_operands(op_name: str, caller: str, A, B):
     """A and B read and checked; (a, b, dims, dtype) with dims (M, N, K[, batch])."""
     a, b = read(A, "A", caller), read(B, "B", caller)

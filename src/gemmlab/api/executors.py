@@ -76,14 +76,12 @@ class KernelGemm(FastGemm):
             self._slots = [self.main.slots[i] for i in (3, 4, 5, 6, 7)]
             slices = geometry.grid[2]
             if split and slices > 1:
-                from ..cuda.device import info
-                from ..registry import Launch, cdiv
+                from ..ops.sgemm import splitk_reduce_launch
 
                 self.workspace = cp.empty(slices * M * N, dtype=cp.float32)
                 self.owns_workspace = True
                 self.main.set(8, self.workspace.data.ptr)
-                blocks = min(cdiv(M * N, 256), info().sm_count * 8)
-                self.reduce = prepared(runner.reduce, Launch((blocks, 1, 1), (256, 1, 1)),
+                self.reduce = prepared(runner.reduce, splitk_reduce_launch(M, N),
                                        ("i32", "i32", "i32", "f32", "ptr", "f32", "ptr"))
                 for i, v in enumerate((M, N, slices)):
                     self.reduce.set(i, v)
@@ -118,18 +116,14 @@ class TmaGemm(FastGemm):
 
     def __init__(self, runner, problem):
         from ..kernels.hgemm.specs import tma_boxes
-        from ..ops.hgemm_tma import max_active_clusters
+        from ..ops.hgemm_tma import tma_geometry
 
         spec, params = runner.impl, runner.params
         self.name = runner.name
         self.dtype = problem.dtype
         self.M, self.N, self.K = problem.M, problem.N, problem.K
         self.boxes = tma_boxes(spec, params)
-        geometry = spec.launch(problem, params)
-        if "persistent" in spec.tags:  # no more clusters than run at once (as the bench path does)
-            slots = max_active_clusters(runner.compiled, geometry)
-            clusters = min(geometry.grid[0] // geometry.cluster[0], slots)
-            geometry = replace(geometry, grid=(clusters * geometry.cluster[0], 1, 1))
+        geometry = tma_geometry(runner, problem)
         self.store_c = "C" in self.boxes
         maps = ("tmap", "tmap", "tmap") if self.store_c else ("tmap", "tmap")
         tail = ("ptr", "i32") if self.store_c else ("ptr",)

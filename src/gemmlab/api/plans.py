@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ..errors import BadArgumentError
 from . import core, dispatch, tuning
-from .operands import Operand, check, new_output, read, shape_text
+from .operands import Operand, check, current_stream_reader, new_output, read, shape_text
 
 
 def stream_handle(stream: Any) -> int:
@@ -32,22 +32,6 @@ def stream_handle(stream: Any) -> int:
         if hasattr(stream, attr):
             return int(getattr(stream, attr))
     raise BadArgumentError(f"stream must be a stream handle or a torch/CuPy/CUDA stream, got {type(stream).__name__}")
-
-
-def _current_stream(op: Operand):
-    """A function returning the operand framework's current stream (read at each execute)."""
-    if op.family == "torch":
-        import torch
-
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        dev = op.device
-        return (lambda: raw(dev)) if raw is not None else (lambda: torch.cuda.current_stream(dev).cuda_stream)
-    if op.family == "cupy":
-        import cupy as cp
-
-        return lambda: cp.cuda.get_current_stream().ptr
-    fixed = op.stream
-    return lambda: fixed
 
 
 def _dense(op: Operand, what: str) -> Operand:
@@ -93,9 +77,8 @@ class Matmul(_Plan):
     def __init__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
                  params: Mapping[str, int] | None = None, op: str | None = None):
         core.setup()
-        first = read(A, "A", "gemmlab.Matmul")
         if op is None:
-            op = "bgemm" if len(first.shape) == 3 else ("hgemm" if first.dtype in ("fp16", "bf16") else "sgemm")
+            op = core.gemm_op_of(A, "gemmlab.Matmul")
         if op not in core.GEMM_DTYPES:
             raise BadArgumentError(f"op must be sgemm, hgemm or bgemm, not {op!r}")
         self.op = op
@@ -113,7 +96,7 @@ class Matmul(_Plan):
             c = core.output_operand(C, a, shape, self.beta, self.caller)
         self._a, self._b, self._c = _dense(a, "A"), _dense(b, "B"), _dense(c, "C")
         self._dtypes = core.GEMM_DTYPES[op]
-        self._current = _current_stream(a)
+        self._current = current_stream_reader(a)
         self._executor = core.new_executor(op, dtype, dims, impl, params)
         self._text = f"{shape_text(dims[:3])}{f' x{dims[3]} batches' if op == 'bgemm' else ''} {dtype}"
         self.dims, self.dtype = dims, dtype
@@ -156,7 +139,7 @@ class Sum(_Plan):
             raise BadArgumentError("x is empty: a Sum plan needs at least one element (reduce_sum(x) gives 0)")
         self._x = _dense(op, "x")
         self._out = new_output(op, ())
-        self._current = _current_stream(op)
+        self._current = current_stream_reader(op)
         self._executor = core.new_executor("reduce", "fp32", (n,), impl, params)
         self._text = f"n={n} fp32"
 

@@ -149,6 +149,17 @@ def max_active_clusters(ck, geometry) -> int:
     return cache[key]
 
 
+def tma_geometry(runner, problem: GemmProblem):
+    """The launch of a TMA rung; a persistent one gets no more clusters than run at once (one
+    wave, no tail). Shared by the bench runner and the API's prepared launches."""
+    geometry = runner.impl.launch(problem, runner.params)
+    if "persistent" in runner.impl.tags:
+        slots = max_active_clusters(runner.compiled, geometry)
+        clusters = min(geometry.grid[0] // geometry.cluster[0], slots)
+        geometry = replace(geometry, grid=(clusters * geometry.cluster[0], 1, 1))
+    return geometry
+
+
 def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     """Enqueue a TMA rung: maps for A, B (and C), then the kernel, then C's copy back if padded."""
     from ..cuda.launch import launch_kernel
@@ -160,11 +171,7 @@ def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     a, b, c, copy_back = runner._tma_operands.prepare(problem, A, B, C, "pads" in spec.tags,
                                                       "b_transposed" in spec.tags, int(stream.handle))
     boxes = tma_boxes(spec, params)
-    geometry = spec.launch(problem, params)
-    if "persistent" in spec.tags:  # no more clusters than run at once: one wave, no tail
-        slots = max_active_clusters(runner.compiled, geometry)
-        clusters = min(geometry.grid[0] // geometry.cluster[0], slots)
-        geometry = replace(geometry, grid=(clusters * geometry.cluster[0], 1, 1))
+    geometry = tma_geometry(runner, problem)
     scalars = (np.int32(problem.M), np.int32(problem.N), np.int32(problem.K), np.float32(problem.alpha),
                np.float32(problem.beta))
     maps = (tensor_map(a, boxes["A"]), tensor_map(b, boxes["B"]))

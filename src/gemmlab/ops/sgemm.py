@@ -57,6 +57,15 @@ def sweep_problems(shapes=SWEEP_SHAPES, scalars=SWEEP_SCALARS) -> list[GemmProbl
     return [GemmProblem(M, N, K, alpha, beta) for (M, N, K) in shapes for (alpha, beta) in scalars]
 
 
+def splitk_reduce_launch(M: int, N: int):
+    """The split-K reduction's geometry: 256 threads a block, enough blocks to cover C but no
+    more than 8 per SM (grid-stride beyond that). Shared by the bench runner and the API."""
+    from ..cuda.device import info
+    from ..registry import Launch, cdiv
+
+    return Launch((min(cdiv(M * N, 256), info().sm_count * 8), 1, 1), (256, 1, 1))
+
+
 class GemmRunner(PreparedImpl):
     """An sgemm kernel compiled for the current device (or a baseline), ready to enqueue."""
 
@@ -78,12 +87,9 @@ class GemmRunner(PreparedImpl):
         return self._workspace.data.ptr
 
     def _enqueue_reduce(self, problem: GemmProblem, slices: int, c_ptr: int, stream) -> None:
-        from ..cuda.device import info
         from ..cuda.launch import launch_kernel
-        from ..registry import Launch, cdiv
 
-        blocks = min(cdiv(problem.M * problem.N, 256), info().sm_count * 8)
-        launch_kernel(self.reduce, Launch((blocks, 1, 1), (256, 1, 1)), stream, np.int32(problem.M),
+        launch_kernel(self.reduce, splitk_reduce_launch(problem.M, problem.N), stream, np.int32(problem.M),
                       np.int32(problem.N), np.int32(slices), np.float32(problem.alpha), self._workspace.data.ptr,
                       np.float32(problem.beta), c_ptr)
 
