@@ -169,15 +169,22 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
          time_limit: Optional[float] = typer.Option(None, "--time", min=1, help="start no candidate after SECONDS"),
          seed: int = typer.Option(0, help="seed of the random and bayes strategies"),
          jobs: Optional[int] = typer.Option(None, min=1, help="parallel NVRTC processes (default: all cores)"),
-         devices: str = typer.Option("0", help="GPUs to run candidates on, e.g. 0,1 (one worker each)"),
+         devices: Optional[str] = typer.Option(None, help="GPUs to run candidates on, e.g. 0,1 (one worker each; "
+                                                         "default 0, or every GPU with --cluster local)"),
          timeout: float = typer.Option(120.0, min=1, help="seconds before a candidate counts as hung"),
          resume: bool = typer.Option(False, "--resume", help="skip points already recorded for this GPU and shape"),
          dry_run: bool = typer.Option(False, "--dry-run", help="only count the space and the dropped points"),
          plot: bool = typer.Option(False, "--plot", help="write heatmaps and the best-so-far curve (PNG)"),
-         db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)")) -> None:
+         db: Path = typer.Option(None, help="results database (default ./gemmlab-results/results.db)"),
+         cluster: Optional[str] = typer.Option(None, help="run on Dask: a scheduler address (tcp://host:8786) or "
+                                               "'local' (a worker per GPU here); needs gemmlab[cluster]"),
+         compile_workers: Optional[int] = typer.Option(None, min=0, help="with --cluster local: CPU workers for "
+                                                       "NVRTC (default: the cores not given to a GPU)"),
+         gpu: Optional[str] = typer.Option(None, help="with --cluster: tune only GPU models whose name contains "
+                                           "this (default: every model, each its own run)")) -> None:
     """Search a kernel's parameter space on one shape: every point verified, then timed."""
     run_tune_command(impl, M, N, K, param, strategy, budget, time_limit, seed, jobs, devices, timeout, resume,
-                     dry_run, plot, db, session.command_line())
+                     dry_run, plot, db, session.command_line(), cluster, compile_workers, gpu)
 
 
 app.command()(profile_commands.profile)

@@ -87,6 +87,23 @@ def _cuda_driver():
     return driver, None
 
 
+def gpu_count() -> int:
+    """CUDA devices this process sees (after CUDA_VISIBLE_DEVICES); 0 without a driver."""
+    driver, _ = _cuda_driver()
+    if driver is None:
+        return 0
+    err, count = driver.cuDeviceGetCount()
+    return count if err == driver.CUresult.CUDA_SUCCESS else 0
+
+
+def _uuid(driver, dev) -> str | None:
+    err, uuid = driver.cuDeviceGetUuid(dev)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return None
+    h = bytes(uuid.bytes).hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"  # as nvidia-smi prints it
+
+
 def cuda_driver_version() -> str | None:
     """CUDA version the driver supports, e.g. '13.0'; works even when cuInit finds no GPU."""
     try:
@@ -131,6 +148,7 @@ def gpu_info(index: int = 0) -> dict:
     info = {
         "index": index,
         "name": name,
+        "uuid": _uuid(driver, dev),
         "compute_capability": f"sm_{major}{minor}" if major is not None else None,
         "sm_count": attr("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
         "l2_bytes": attr("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"),

@@ -27,3 +27,26 @@ def test_small_real_sweep(tmp_path):
     assert all(r["gflops"] > 0 and r["rel_err"] < 1e-5 for r in summary.trials if r["status"] == "PASS")
     params, shape, gflops = best_params(store, gpu, spec.name, problem)
     assert shape == problem.shape and gflops == summary.best["gflops"]
+
+
+def test_small_real_sweep_on_a_local_dask_cluster(tmp_path, monkeypatch):
+    """The same kind of sweep through `gemmlab tune --cluster local`: compiled on CPU workers,
+    verified and timed on a pinned GPU worker, rows under the worker's GPU name."""
+    import pytest
+
+    pytest.importorskip("distributed", reason='the Dask back end needs pip install "gemmlab[cluster]"')
+    from gemmlab.cli import main
+
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))  # cold: the CPU workers compile
+    db = tmp_path / "c.db"
+    args = ["tune", "--impl", "warptiling", "--M", "512", "--N", "384", "--K", "256", "--param", "BM=64,128",
+            "--param", "BN=64,128", "--param", "BK=8", "--param", "NT=128,256", "--budget", "6",
+            "--cluster", "local", "--devices", "0", "--compile-workers", "2", "--db", str(db)]
+    assert main(args) == 0
+    with ResultStore(db) as store:
+        rows = store.results()
+        runs = store.runs()
+    assert len(rows) == 6 and all(r["status"] == "PASS" and r["gflops"] > 0 and r["rel_err"] < 1e-5 for r in rows)
+    assert [r["gpu"] for r in runs] == [info().name]
+    assert runs[0]["env"]["cluster"]["workers"][0]["cuda_visible_devices"] == "0"
+    assert all(r["extra"]["compile_seconds"] > 0 for r in rows), "compiled on the cluster, cold"

@@ -47,6 +47,7 @@ class CompiledKernel:
     compile_seconds: float
     cached: bool
     _kernel: object = None
+    cache_key: str = ""  # content address of the entry (source, headers, options, NVRTC version)
 
     def kernel(self):
         """The loaded cuda.core Kernel (needs a current device)."""
@@ -110,6 +111,37 @@ def base_options(arch: str, source_dir: Path | None = None) -> dict:
     return {"arch": arch, "std": "c++17", "ptxas_options": ["-v"], "include_path": include}
 
 
+CACHE_FILES = ("meta.json", "kernel.cubin")
+
+
+def read_cache_entry(key: str) -> dict[str, bytes] | None:
+    """An entry's files, to hand to another machine (a Dask worker); None if absent or torn."""
+    entry_dir = cache_dir() / key[:2] / key
+    try:
+        return {name: (entry_dir / name).read_bytes() for name in CACHE_FILES}
+    except OSError:
+        return None
+
+
+def install_cache_entry(key: str, files: Mapping[str, bytes]) -> bool:
+    """Put an entry compiled elsewhere into this machine's cache. The key is a content address,
+    so an entry present under it is the same one; True if this call wrote it."""
+    if set(files) != set(CACHE_FILES) or not all(c in "0123456789abcdef" for c in key) or len(key) != 64:
+        raise ValueError("not a gemmlab NVRTC cache entry")
+    entry_dir = cache_dir() / key[:2] / key
+    if (entry_dir / "meta.json").exists():
+        return False
+    try:
+        entry_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("kernel.cubin", "meta.json"):  # meta last: it marks the entry complete
+            tmp = entry_dir / f"{name}.{os.getpid()}"
+            tmp.write_bytes(files[name])
+            tmp.replace(entry_dir / name)
+    except OSError:
+        return False  # a read-only cache only costs speed
+    return True
+
+
 def cache_key(source: str, name_expression: str, arch: str, options: Mapping) -> str:
     h = hashlib.sha256()
     for part in (str(CACHE_VERSION), nvrtc_version(), arch, name_expression,
@@ -171,7 +203,8 @@ def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, ar
             meta = json.loads(meta_path.read_text())
             cubin = (entry_dir / "kernel.cubin").read_bytes()
             return CompiledKernel(spec, values, arch, name_expr, meta["mangled"], cubin,
-                                  Resources(**meta["resources"]), meta["compile_seconds"], cached=True)
+                                  Resources(**meta["resources"]), meta["compile_seconds"], cached=True,
+                                  cache_key=key)
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a torn or stale entry: recompile and overwrite it
 
@@ -205,4 +238,5 @@ def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, ar
             tmp.replace(meta_path)
         except OSError:
             pass  # a read-only cache only costs speed
-    return CompiledKernel(spec, values, arch, name_expr, mangled, cubin, resources, seconds, cached=False)
+    return CompiledKernel(spec, values, arch, name_expr, mangled, cubin, resources, seconds, cached=False,
+                          cache_key=key)

@@ -1,5 +1,6 @@
-"""The body of `gemmlab tune`: count the space, run the chosen points in worker processes,
-rank them, store every trial (gemmlab.cli declares the options)."""
+"""The body of `gemmlab tune`: count the space, run the chosen points in worker processes
+(this machine's GPUs, or a Dask cluster's), rank them, store every trial (gemmlab.cli declares
+the options)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,14 +10,18 @@ from rich.table import Table
 
 from .. import registry
 from ..errors import BadArgumentError
-from ..harness.ui import console, fmt_params, progress_bar
+from ..harness.ui import console, fmt_params
 from ..problem import GemmProblem
 
 
 def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strategy: str, budget: Optional[int],
-                     time_limit: Optional[float], seed: int, jobs: Optional[int], devices: str, timeout: float,
-                     resume: bool, dry_run: bool, plot: bool, db: Optional[Path], command: str) -> None:
-    """Search a kernel's parameter space on one shape: every point verified, then timed."""
+                     time_limit: Optional[float], seed: int, jobs: Optional[int], devices: Optional[str], timeout: float,
+                     resume: bool, dry_run: bool, plot: bool, db: Optional[Path], command: str,
+                     cluster: Optional[str] = None, compile_workers: Optional[int] = None,
+                     gpu: Optional[str] = None) -> None:
+    """Search a kernel's parameter space on one shape: every point verified, then timed.
+    A sweep the cluster stopped ends in one error line after the others' results (its rows
+    so far are kept)."""
     from .search import STRATEGIES
     from .space import axes as space_axes
     from .space import enumerate_space, parse_param_axes
@@ -26,12 +31,18 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
         raise BadArgumentError(f"{impl} is a baseline: there is nothing to tune")
     if strategy not in STRATEGIES:
         raise BadArgumentError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
-    try:
-        device_list: list[int | None] = [int(d) for d in devices.split(",") if d.strip()]
-    except ValueError:
-        raise BadArgumentError(f"--devices {devices!r} must be GPU indices like 0,1") from None
-    if not device_list:
-        raise BadArgumentError("--devices is empty")
+    device_list = _parse_devices(devices)
+    if cluster is None and (compile_workers is not None or gpu is not None):
+        raise BadArgumentError("--compile-workers and --gpu go with --cluster")
+    if cluster is not None and cluster != "local" and (devices is not None or compile_workers is not None):
+        raise BadArgumentError("--devices and --compile-workers shape a local cluster: with --cluster ADDRESS "
+                               "the workers are whatever was started there")
+    if cluster is not None and jobs is not None:
+        raise BadArgumentError("--jobs sets this machine's NVRTC processes: with --cluster, any worker compiles")
+    if cluster is not None:
+        from .cluster import require_dask
+
+        require_dask()
     overrides = parse_param_axes(param)
     report = enumerate_space(spec, overrides)
     table = Table(title=f"{impl}: {report.total} points, {len(report.kept)} kept")
@@ -44,31 +55,105 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
         return
     if not report.kept:
         raise BadArgumentError(f"no point of {impl}'s space satisfies its constraints")
-    chosen = STRATEGIES[strategy](report.kept, space_axes(spec, overrides), budget, seed)
 
+    def make_strategy():
+        return STRATEGIES[strategy](report.kept, space_axes(spec, overrides), budget, seed)
+
+    from ..store import DEFAULT_DB
+    from .tuner import TuneOptions
+
+    db_path = db or DEFAULT_DB
+    problem = GemmProblem(M, N, K)
+    total = budget or len(report.kept)
+    if cluster is not None:
+        options = TuneOptions(timeout_s=timeout, time_limit_s=time_limit, resume=resume)
+        results, errors = _tune_on_cluster(spec, problem, make_strategy, options, cluster, device_list, compile_workers,
+                                         gpu, db_path, command, total)
+    else:
+        results, errors = _tune_here(spec, problem, make_strategy, jobs, device_list or [0], timeout, time_limit, resume,
+                                   db_path, command, total)
+    for model, run_id, summary in results:
+        _print_summary(spec, problem, report, model, run_id, summary, db_path)
+        if plot:
+            from ..store import ResultStore
+            from .plots import tune_plots
+
+            with ResultStore(db_path) as store:
+                rows = store.results(run_id=run_id)
+            for path in tune_plots(rows, Path(db_path).parent / "plots", impl, problem.shape):
+                console.print(f"plot: {path}")
+    if errors:
+        from .cluster import ClusterError
+
+        raise ClusterError("; ".join(errors))
+
+
+def _parse_devices(devices: Optional[str]) -> list[int] | None:
+    if devices is None:
+        return None
+    try:
+        device_list = [int(d) for d in devices.split(",") if d.strip()]
+    except ValueError:
+        raise BadArgumentError(f"--devices {devices!r} must be GPU indices like 0,1") from None
+    if not device_list:
+        raise BadArgumentError("--devices is empty")
+    return device_list
+
+
+def _tune_here(spec, problem, make_strategy, jobs, device_list, timeout, time_limit, resume, db_path, command, total):
+    """The local pool: this machine's GPUs, one worker process each."""
     from ..cuda.device import device, info
     from ..envinfo import collect_env
-    from ..store import DEFAULT_DB, ResultStore
+    from ..store import ResultStore
+    from .progress import SweepProgress
     from .tuner import TuneOptions
     from .tuner import tune as run_tune
 
     device()
-    if max(d for d in device_list if d is not None) >= _device_count():
-        raise BadArgumentError(f"--devices {devices}: this machine has {_device_count()} GPU(s)")
-    store = ResultStore(db or DEFAULT_DB)
+    if max(device_list) >= _device_count():
+        raise BadArgumentError(f"--devices {','.join(map(str, device_list))}: this machine has {_device_count()} GPU(s)")
     env = collect_env()
-    run_id = store.start_run("tune", command, env)
     gpu = (env.get("gpu") or {}).get("name")
-    problem = GemmProblem(M, N, K)
     options = TuneOptions(jobs=jobs, devices=device_list if len(device_list) > 1 else [None],
                           timeout_s=timeout, time_limit_s=time_limit, resume=resume)
-    with progress_bar() as progress:
-        task = progress.add_task("tuning", total=budget or len(report.kept))
-        summary = run_tune(spec, problem, chosen, options, info().arch, store, run_id, gpu,
-                           on_result=lambda row: progress.advance(task))
+    with ResultStore(db_path) as store:
+        run_id = store.start_run("tune", command, env)
+        with SweepProgress({gpu or "this GPU": total}) as progress:
+            summary = run_tune(spec, problem, make_strategy(), options, info().arch, store, run_id, gpu,
+                               on_result=lambda row: progress.advance(gpu or "this GPU", row))
+    return [(gpu, run_id, summary)], []
+
+
+def _tune_on_cluster(spec, problem, make_strategy, options, cluster, device_list, compile_workers, gpu_filter,
+                     db_path, command, total):
+    """Dask: one sweep per GPU model of the cluster, side by side."""
+    from .cluster import connect
+    from .progress import SweepProgress
+    from .sweeps import select_models, tune_on_cluster
+
+    session = connect(cluster, device_list, compile_workers)
+    try:
+        console.print(f"Dask scheduler {session.address}"
+                      + (f"; dashboard {session.dashboard}" if session.dashboard else ""))
+        sweeps = select_models(session, gpu_filter)
+        for s in sweeps:
+            console.print(f"{s.model}: {len(s.workers)} GPU worker(s): {', '.join(w.label for w in s.workers)}")
+        with SweepProgress({s.model: total for s in sweeps}) as progress:
+            tune_on_cluster(spec, problem, make_strategy, options, session, sweeps, db_path, command,
+                            on_result=progress.advance)
+    finally:
+        session.close()
+    errors = [f"{s.model}: {s.error}; its rows so far are in run {s.run_id} (rerun with --resume to go on)"
+              for s in sweeps if s.error]
+    return [(s.model, s.run_id, s.summary) for s in sweeps if s.summary is not None], errors
+
+
+def _print_summary(spec, problem, report, gpu, run_id, summary, db_path) -> None:
     ranked = sorted((r for r in summary.trials if r.get("status") == "PASS" and r.get("gflops")),
                     key=lambda r: -r["gflops"])
-    out = Table(title=f"{impl} at {problem.shape}: {len(summary.trials)} trials in {summary.wall_seconds:.0f} s")
+    where = f" on {gpu}" if gpu else ""
+    out = Table(title=f"{spec.name} at {problem.shape}{where}: {len(summary.trials)} trials in "
+                      f"{summary.wall_seconds:.0f} s")
     for col in ("rank", "GFLOP/s", "median ms", "regs", "parameters"):
         out.add_column(col)
     for n, r in enumerate(ranked[:15], 1):
@@ -82,18 +167,11 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
     console.print(f"kept {len(report.kept)} points; ran {len(summary.trials)} ({statuses}); skipped "
                   f"{summary.skipped} already recorded; compiled {summary.compiled} in "
                   f"{summary.compile_seconds:.1f} s ({rate:.1f}/s); {summary.restarts} worker restarts; "
-                  f"wall {summary.wall_seconds:.1f} s; stored run {run_id} in {db or DEFAULT_DB}")
-    default = spec.defaults
+                  f"wall {summary.wall_seconds:.1f} s; stored run {run_id} in {db_path}")
     best = summary.best
     if best is not None:
         console.print(f"best: {fmt_params(best['params'])} at {best['gflops']:,.0f} GFLOP/s"
-                      + ("" if best["params"] != default else " (the defaults)"))
-    if plot:
-        from .plots import tune_plots
-
-        rows = store.results(run_id=run_id)
-        for path in tune_plots(rows, Path(db or DEFAULT_DB).parent / "plots", impl, problem.shape):
-            console.print(f"plot: {path}")
+                      + ("" if best["params"] != spec.defaults else " (the defaults)"))
 
 
 def _device_count() -> int:

@@ -17,9 +17,10 @@ class CompileOutcome:
     resources: Resources | None
     seconds: float
     error: str = ""
+    cache_key: str = ""  # where the cubin is in the NVRTC cache (empty when it failed)
 
 
-def _compile_one(args) -> CompileOutcome:
+def compile_one(args) -> CompileOutcome:
     name, params, arch = args
     from .. import registry
     from ..cuda.compile import compile_kernel
@@ -33,16 +34,16 @@ def _compile_one(args) -> CompileOutcome:
     if r.spill_stores or r.spill_loads or r.stack_frame:
         return CompileOutcome(params, r, ck.compile_seconds,
                               f"spills ({r.spill_stores} B stores, {r.spill_loads} B loads, {r.stack_frame} B stack)")
-    return CompileOutcome(params, r, ck.compile_seconds)
+    return CompileOutcome(params, r, ck.compile_seconds, cache_key=ck.cache_key)
 
 
 def compile_all(name: str, points: list[dict], arch: str, jobs: int | None = None) -> list[CompileOutcome]:
     jobs = jobs or os.cpu_count() or 1
     work = [(name, p, arch) for p in points]
     if jobs <= 1 or len(work) <= 1:
-        return [_compile_one(w) for w in work]
+        return [compile_one(w) for w in work]
     # spawn: the parent may hold a CUDA context, which must not be forked
     import multiprocessing as mp
 
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        return list(pool.map(_compile_one, work, chunksize=1))
+        return list(pool.map(compile_one, work, chunksize=1))

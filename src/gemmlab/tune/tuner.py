@@ -1,6 +1,10 @@
 """The sweep: choose points (a strategy), compile them in parallel, run each in a worker
 process (verify, then time), record every trial - failures and spills included - and
-keep going whatever one candidate does."""
+keep going whatever one candidate does.
+
+Where the candidates run is an executor (executors.py): this machine's GPUs (the default)
+or a Dask cluster. Either way this process is the only writer of the results database, and a
+row is written as soon as its trial's answer arrives."""
 from __future__ import annotations
 
 import time
@@ -9,10 +13,10 @@ from typing import Any, Callable
 
 from ..problem import GemmProblem
 from ..registry import KernelSpec
-from .compile_pool import compile_all
 from ..harness.tuned import canonical, tried_points
+from .executors import LocalExecutor, TrialExecutor
 from .search import Strategy
-from .worker import DEFAULT_TASK, WorkerPool
+from .worker import DEFAULT_TASK
 
 
 @dataclass
@@ -26,6 +30,7 @@ class TuneOptions:
     time_limit_s: float | None = None  # stop starting candidates after this
     resume: bool = False
     task_path: str = DEFAULT_TASK
+    precompile: bool = True  # compile a static space up front (else each worker compiles its own)
 
 
 @dataclass
@@ -45,7 +50,9 @@ class TuneSummary:
 
 def _row(spec: KernelSpec, problem: GemmProblem, params: dict, result: dict) -> dict:
     """A complete results row, also for a candidate whose worker died before answering."""
-    row = {k: v for k, v in result.items() if k != "fatal"}
+    row = {k: v for k, v in result.items() if k not in ("fatal", "worker")}
+    if result.get("worker"):  # which worker answered: a column of extra, not of the table
+        row["extra"] = {**(row.get("extra") or {}), "worker": result["worker"]}
     row.update(op=spec.op, impl=spec.name, impl_kind="kernel", params=params, M=problem.M, N=problem.N,
                K=problem.K, alpha=problem.alpha, beta=problem.beta)
     row.setdefault("status", "ERROR")
@@ -54,7 +61,8 @@ def _row(spec: KernelSpec, problem: GemmProblem, params: dict, result: dict) -> 
 
 def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: TuneOptions, arch: str,
          store: Any = None, run_id: int | None = None, gpu: str | None = None,
-         on_result: Callable[[dict], None] | None = None) -> TuneSummary:
+         on_result: Callable[[dict], None] | None = None, executor: TrialExecutor | None = None) -> TuneSummary:
+    executor = executor or LocalExecutor(options)
     summary = TuneSummary()
     start = time.perf_counter()
     deadline = start + options.time_limit_s if options.time_limit_s else None
@@ -69,10 +77,10 @@ def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: Tu
 
     failed_compile: dict[str, dict] = {}
     extra: dict[str, dict] = {}
-    if strategy.static:  # compile everything up front, in parallel, skipping what is recorded
+    if strategy.static and options.precompile:  # compile everything up front, in parallel, skipping what is recorded
         todo = [p for p in strategy.points if canonical(p) not in done]
         t0 = time.perf_counter()
-        for outcome in compile_all(spec.name, todo, arch, options.jobs):
+        for outcome in executor.compile(spec.name, todo, arch):
             key = canonical(outcome.params)
             extra[key] = {"compile_seconds": outcome.seconds}
             if outcome.error:
@@ -110,8 +118,7 @@ def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: Tu
         record(row)
         strategy.tell(task["params"], row.get("gflops") if row["status"] == "PASS" else None)
 
-    pool = WorkerPool(devices=options.devices, task_path=options.task_path, timeout_s=options.timeout_s)
-    pool.run(tasks(), finished)
-    summary.restarts = pool.restarts
+    executor.run(tasks(), finished)
+    summary.restarts = executor.restarts
     summary.wall_seconds = time.perf_counter() - start
     return summary

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 DEFAULT_TASK = "gemmlab.tune.worker:run_candidate"
 
 
-def _resolve(path: str) -> Callable[[dict], dict]:
+def resolve(path: str) -> Callable[[dict], dict]:
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -28,7 +28,7 @@ def _resolve(path: str) -> Callable[[dict], dict]:
 def _worker_main(conn, device: int | None, task_path: str) -> None:
     if device is not None:  # before any CUDA call: this process sees only its GPU
         os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
-    run = _resolve(task_path)
+    run = resolve(task_path)
     while True:
         try:
             task = conn.recv()
@@ -37,7 +37,10 @@ def _worker_main(conn, device: int | None, task_path: str) -> None:
         if task is None:
             return
         result = run(task)
-        conn.send(result)
+        try:
+            conn.send(result)
+        except OSError:  # the parent is gone (a Dask worker killed mid-trial): nobody to answer
+            return
         if result.get("fatal"):
             os._exit(3)  # a sticky CUDA error: this context is unusable, the parent starts a new worker
 
@@ -72,40 +75,87 @@ def run_candidate(task: dict) -> dict:
         return {"impl": task["impl"], "params": task["params"], "status": "ERROR", "reason": str(exc), "fatal": False}
 
 
-@dataclass
-class _Slot:
-    device: int | None
-    process: object = None
-    conn: object = None
-    task: dict | None = None
-    started: float = 0.0
+class CandidateProcess:
+    """One spawned process that runs candidates one at a time on one GPU.
+
+    The local pool multiplexes several of these; a Dask worker owns one and runs its trials
+    in it, so a candidate that crashes, hangs or poisons its context costs that process, never
+    the worker that hosts it.
+    """
+
+    def __init__(self, device: int | None = None, task_path: str = DEFAULT_TASK):
+        self.device, self.task_path = device, task_path
+        self.process = self.conn = None
+        self.task: dict | None = None
+        self.started = 0.0
+        self._ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
+
+    def send(self, task: dict) -> None:
+        if self.process is None:
+            parent, child = self._ctx.Pipe()
+            self.process = self._ctx.Process(target=_worker_main, args=(child, self.device, self.task_path),
+                                             daemon=True)
+            self.process.start()
+            child.close()
+            self.conn = parent
+        self.task, self.started = task, time.monotonic()
+        self.conn.send(task)
+
+    def receive(self) -> dict:
+        """The answer to the task in flight (call when conn is readable): a dead process is an
+        ERROR result, and a fatal result or a death replaces the process."""
+        try:
+            result = self.conn.recv()
+        except (EOFError, OSError):
+            self.process.join(5)
+            result = {"status": "ERROR", "reason": f"the worker died (exit code {self.process.exitcode})",
+                      "fatal": True}
+        if result.get("fatal"):
+            self.kill()
+        self.task = None
+        return result
+
+    def expire(self, timeout_s: float) -> dict:
+        """The task in flight ran past timeout_s: end the process, answer ERROR."""
+        self.kill()
+        self.task = None
+        return {"status": "ERROR", "reason": f"timed out after {timeout_s:.0f} s", "fatal": True}
+
+    def call(self, task: dict, timeout_s: float) -> dict:
+        """Run one task and wait for it (the Dask worker's way)."""
+        self.send(task)
+        if wait([self.conn], timeout=timeout_s):
+            return self.receive()
+        return self.expire(timeout_s)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            if self.process.is_alive():
+                self.process.kill()
+            self.process.join(5)
+        self.process = self.conn = None
+
+    def close(self) -> None:
+        if self.process is not None:
+            try:
+                self.conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+            self.process.join(2)
+        self.kill()
 
 
 @dataclass
 class WorkerPool:
+    """The local back end: one CandidateProcess per GPU of this machine, fed from one queue."""
+
     devices: list[int | None] = field(default_factory=lambda: [None])
     task_path: str = DEFAULT_TASK
     timeout_s: float = 120.0
     restarts: int = 0
 
     def __post_init__(self) -> None:
-        self._ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
-        self._slots = [_Slot(d) for d in self.devices]
-
-    def _start(self, slot: _Slot) -> None:
-        parent, child = self._ctx.Pipe()
-        slot.process = self._ctx.Process(target=_worker_main, args=(child, slot.device, self.task_path), daemon=True)
-        slot.process.start()
-        child.close()
-        slot.conn = parent
-
-    def _replace(self, slot: _Slot) -> None:
-        if slot.process is not None and slot.process.is_alive():
-            slot.process.kill()
-        if slot.process is not None:
-            slot.process.join(5)
-        self.restarts += 1
-        slot.process = slot.conn = None
+        self._slots = [CandidateProcess(d, self.task_path) for d in self.devices]
 
     def run(self, tasks: Iterator[dict], on_result: Callable[[dict, dict], None]) -> None:
         """Feed tasks to the workers until exhausted; on_result(task, result) for each."""
@@ -119,45 +169,27 @@ class WorkerPool:
                         if task is None:
                             exhausted = True
                             break
-                        if slot.process is None:
-                            self._start(slot)
-                        slot.task, slot.started = task, time.monotonic()
-                        slot.conn.send(task)
+                        slot.send(task)
                 busy = [s for s in self._slots if s.task is not None]
                 if not busy:
                     return
                 ready = wait([s.conn for s in busy], timeout=1.0)
                 now = time.monotonic()
                 for slot in busy:
+                    task = slot.task
                     if slot.conn in ready:
-                        try:
-                            result = slot.conn.recv()
-                        except (EOFError, OSError):
-                            slot.process.join(5)
-                            code = slot.process.exitcode
-                            result = {"status": "ERROR", "reason": f"the worker died (exit code {code})", "fatal": True}
-                            self._replace(slot)
-                        else:
-                            if result.get("fatal"):
-                                self._replace(slot)
-                        task, slot.task = slot.task, None
-                        on_result(task, result)
+                        result = slot.receive()
                     elif now - slot.started > self.timeout_s:
-                        self._replace(slot)
-                        task, slot.task = slot.task, None
-                        on_result(task, {"status": "ERROR", "reason": f"timed out after {self.timeout_s:.0f} s",
-                                         "fatal": True})
+                        result = slot.expire(self.timeout_s)
+                    else:
+                        continue
+                    if slot.process is None:
+                        self.restarts += 1
+                    result.setdefault("worker", "local" if slot.device is None else f"GPU {slot.device}")
+                    on_result(task, result)
         finally:
             self.close()
 
     def close(self) -> None:
         for slot in self._slots:
-            if slot.process is not None:
-                try:
-                    slot.conn.send(None)
-                except (OSError, BrokenPipeError):
-                    pass
-                slot.process.join(2)
-                if slot.process.is_alive():
-                    slot.process.kill()
-                slot.process = slot.conn = None
+            slot.close()
