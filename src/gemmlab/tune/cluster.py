@@ -103,6 +103,11 @@ class ClusterSession:
             _check_pinning(self.workers.values())
         return self.workers
 
+    def cpu_workers(self) -> list[str]:
+        """Workers without the GPU resource: where compilation goes when there are some."""
+        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        return sorted(a for a, w in info.items() if not (w.get("resources") or {}).get(GPU_RESOURCE))
+
     def models(self) -> dict[str, list[GpuWorker]]:
         groups: dict[str, list[GpuWorker]] = {}
         for w in self.refresh(force=True).values():

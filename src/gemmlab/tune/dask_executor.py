@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 
 from ..harness.tuned import canonical
 from .cluster import GPU_RESOURCE, ClusterError, ClusterSession
-from .compile_pool import CompileOutcome
+from .compile_pool import CompileOutcome, CompileStream, compile_one
 from .remote import INFRASTRUCTURE_FAILURES, compile_point, run_trial
 
 CLIENT_GRACE_S = 60.0  # beyond the in-worker timeout, before the client gives up on an answer
@@ -47,25 +47,26 @@ class DaskExecutor:
     def _addresses(self) -> list[str]:
         return [a for a, w in self.session.refresh().items() if w.model == self.model]
 
-    def compile(self, impl: str, points: list[dict], arch: str) -> list[CompileOutcome]:
-        """NVRTC on any worker, all points at once; each entry lands in the client's cache."""
-        from distributed import as_completed
-
+    def compile(self, impl: str, points: list[dict], arch: str) -> CompileStream:
+        """NVRTC for every point, queued now in trial order: on the CPU-only workers if there are
+        any (a GPU worker's one thread is for trials), else on any. Each entry lands in the
+        client's cache on its way to the trial."""
         from ..cuda.compile import install_cache_entry
 
+        cpu_workers = self.session.cpu_workers()
+        where = {"workers": cpu_workers, "allow_other_workers": False} if cpu_workers else {}
         client = self.session.client
-        futures = [client.submit(compile_point, impl, p, arch, pure=False) for p in points]
-        outcomes = []
-        try:
-            for future in as_completed(futures):
-                outcome, files = future.result()
-                if outcome.cache_key and files:
-                    install_cache_entry(outcome.cache_key, files)
-                    self._entries[canonical(outcome.params)] = outcome.cache_key
-                outcomes.append(outcome)
-        except Exception as exc:  # noqa: BLE001 - the scheduler went away, or a worker lacks gemmlab
-            raise ClusterError(f"compilation on the cluster failed: {type(exc).__name__}: {exc}") from None
-        return outcomes
+        futures = {canonical(p): client.submit(compile_point, impl, p, arch, pure=False, **where) for p in points}
+
+        def unpack(value) -> CompileOutcome:
+            outcome, files = value
+            if outcome.cache_key and files:
+                install_cache_entry(outcome.cache_key, files)
+                self._entries[canonical(outcome.params)] = outcome.cache_key
+            return outcome
+
+        # a compile lost with its worker (KilledWorker) is done here rather than failing the sweep
+        return CompileStream(futures, unpack, fallback=lambda p: compile_one((impl, p, arch)))
 
     def _submit(self, attempt: _Attempt, exclude: str | None = None):
         from ..cuda.compile import read_cache_entry
@@ -80,22 +81,30 @@ class DaskExecutor:
         attempt.submitted = time.monotonic()
         return self.session.client.submit(
             run_trial, attempt.task, self.task_path, self.timeout_s, (key, files) if files else None,
-            resources={GPU_RESOURCE: 1}, workers=workers, allow_other_workers=False, pure=False)
+            resources={GPU_RESOURCE: 1}, workers=workers, allow_other_workers=False, pure=False,
+            priority=10)  # ahead of any compilation queued on the same worker
 
-    def _outcome(self, future) -> tuple[dict, str | None]:
-        """The trial's result, or an ERROR result for a task the cluster lost; and the worker."""
+    def _outcome(self, future) -> tuple[dict, str | None] | None:
+        """The trial's result, or an ERROR result for a task the cluster lost, and the worker;
+        None while the task is still under way (a result lost with its worker is recomputed)."""
         from distributed.scheduler import KilledWorker
 
-        if future.status == "finished":
-            result = future.result()
-            return result, result.get("worker")
-        exc = future.exception()
-        if isinstance(exc, KilledWorker):
-            last = getattr(exc.last_worker, "address", None)
-            return {"status": "ERROR", "reason": f"KilledWorker: its worker {last} died", "fatal": True}, last
-        if future.status == "cancelled" or _scheduler_gone(self.session):
+        status = future.status
+        if status == "finished":
+            try:
+                result = future.result(timeout=30)
+                return result, result.get("worker")
+            except Exception:  # noqa: BLE001 - its worker died before the result was fetched
+                status = future.status
+        if status == "error":
+            exc = future.exception()
+            if isinstance(exc, KilledWorker):
+                last = getattr(exc.last_worker, "address", None)
+                return {"status": "ERROR", "reason": f"KilledWorker: its worker {last} died", "fatal": True}, last
+            return {"status": "ERROR", "reason": f"{type(exc).__name__}: {exc}", "fatal": False}, None
+        if status == "cancelled" or _scheduler_gone(self.session):
             raise ClusterError("the Dask scheduler went away")
-        return {"status": "ERROR", "reason": f"{type(exc).__name__}: {exc}", "fatal": False}, None
+        return None
 
     def run(self, tasks: Iterator[dict], on_result: Callable[[dict, dict], None]) -> None:
         from distributed import wait
@@ -121,11 +130,11 @@ class DaskExecutor:
                 now = time.monotonic()
                 for future in list(in_flight):
                     attempt = in_flight[future]
-                    if future in done:
-                        result, worker = self._outcome(future)
+                    if future in done and (outcome := self._outcome(future)) is not None:
+                        result, worker = outcome
                     elif now - attempt.submitted > self.deadline_s:
-                        future.cancel()
                         worker = _processing_worker(self.session, future.key)
+                        future.cancel()
                         result = {"status": "ERROR", "fatal": True,
                                   "reason": f"no answer from the cluster after {self.deadline_s:.0f} s"}
                     else:

@@ -38,7 +38,7 @@ class TuneSummary:
     trials: list[dict] = field(default_factory=list)  # every recorded row
     skipped: int = 0  # already in the database (--resume)
     compiled: int = 0
-    compile_seconds: float = 0.0
+    compile_seconds: float = 0.0  # from the sweep's start to its last compilation (they overlap the trials)
     wall_seconds: float = 0.0
     restarts: int = 0
 
@@ -75,19 +75,26 @@ def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: Tu
         if on_result:
             on_result(row)
 
-    failed_compile: dict[str, dict] = {}
     extra: dict[str, dict] = {}
-    if strategy.static and options.precompile:  # compile everything up front, in parallel, skipping what is recorded
-        todo = [p for p in strategy.points if canonical(p) not in done]
-        t0 = time.perf_counter()
-        for outcome in executor.compile(spec.name, todo, arch):
-            key = canonical(outcome.params)
-            extra[key] = {"compile_seconds": outcome.seconds}
-            if outcome.error:
-                failed_compile[key] = outcome.__dict__
-            else:
-                summary.compiled += 1
-        summary.compile_seconds = time.perf_counter() - t0
+    compiling = None
+    if strategy.static and options.precompile:
+        # every point not yet recorded goes to the compilers now, in the order it will run; a
+        # trial starts as soon as its own point is compiled, so compiling overlaps the trials
+        compiling = executor.compile(spec.name, [p for p in strategy.points if canonical(p) not in done], arch)
+
+    def compiled(point: dict, key: str) -> bool:
+        """Wait for this point's compilation; a failure or a spill is recorded as its row."""
+        outcome = compiling.outcome(point)
+        extra[key] = {"compile_seconds": outcome.seconds}
+        if not outcome.error:
+            summary.compiled += 1
+            return True
+        r = outcome.resources
+        record(_row(spec, problem, point, {
+            "status": "ERROR", "reason": outcome.error, "registers": r.registers if r else None,
+            "spill_stores": r.spill_stores if r else None, "extra": extra[key]}))
+        strategy.tell(point, None)
+        return False
 
     def tasks():
         while deadline is None or time.perf_counter() < deadline:
@@ -98,14 +105,7 @@ def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: Tu
             if key in done:
                 summary.skipped += 1
                 continue
-            if key in failed_compile:
-                outcome = failed_compile[key]
-                r = outcome["resources"]
-                record(_row(spec, problem, point, {
-                    "status": "ERROR", "reason": outcome["error"],
-                    "registers": r.registers if r else None, "spill_stores": r.spill_stores if r else None,
-                    "extra": extra.get(key)}))
-                strategy.tell(point, None)
+            if compiling is not None and not compiled(point, key):
                 continue
             yield {"impl": spec.name, "params": point, "M": problem.M, "N": problem.N, "K": problem.K,
                    "alpha": problem.alpha, "beta": problem.beta, "warmup": options.warmup,
@@ -118,7 +118,12 @@ def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: Tu
         record(row)
         strategy.tell(task["params"], row.get("gflops") if row["status"] == "PASS" else None)
 
-    executor.run(tasks(), finished)
+    try:
+        executor.run(tasks(), finished)
+    finally:
+        if compiling is not None:
+            summary.compile_seconds = compiling.seconds  # start to the last compilation done
+            compiling.close()  # a time limit leaves points uncompiled: drop them
     summary.restarts = executor.restarts
     summary.wall_seconds = time.perf_counter() - start
     return summary
