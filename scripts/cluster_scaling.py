@@ -1,6 +1,8 @@
 """Measure the tuner's scaling: one kernel's whole space on one shape, swept by the local pool
 on one GPU, by the local pool on N GPUs, and by Dask (--cluster local) on N GPUs, each from a
 cold NVRTC cache and into its own database. Writes a Markdown table (docs/tuning.md cites it).
+With --warm-cache every mode starts from one cache already holding every point (filled first,
+untimed): the trials alone, as when a space is tuned again at another shape.
 
     python scripts/cluster_scaling.py --impl warptiling --size 4096 --gpus 0,1 --out OUT
     python scripts/cluster_scaling.py ... --modes local1   # one mode per call, same --out
@@ -33,11 +35,31 @@ def command(mode: str, impl: str, size: int, gpus: list[str], db: Path) -> list[
     raise SystemExit(f"unknown mode {mode}")
 
 
-def measure(mode: str, args, out: Path) -> None:
+FILL_CACHE = """
+import sys
+from gemmlab import registry
+from gemmlab.cuda.device import info
+from gemmlab.tune.compile_pool import compile_stream
+from gemmlab.tune.space import enumerate_space
+points = enumerate_space(registry.get(sys.argv[1])).kept
+stream = compile_stream(sys.argv[1], points, info().arch)
+failed = sum(1 for p in points if stream.outcome(p).error)
+print(f"cache filled: {len(points)} points, {failed} refused by the compiler")
+"""
+
+
+def fill_cache(impl: str) -> str:
+    cache = tempfile.mkdtemp(prefix="cache-shared-")
+    env = {**__import__("os").environ, "GEMMLAB_CACHE": cache}
+    subprocess.run([sys.executable, "-c", FILL_CACHE, impl], env=env, check=True)
+    return cache
+
+
+def measure(mode: str, args, out: Path, cache: str | None = None) -> None:
     db = out / f"{mode}.db"
     db.unlink(missing_ok=True)
     cmd = command(mode, args.impl, args.size, args.gpus, db)
-    env = {**__import__("os").environ, "GEMMLAB_CACHE": tempfile.mkdtemp(prefix=f"cache-{mode}-")}
+    env = {**__import__("os").environ, "GEMMLAB_CACHE": cache or tempfile.mkdtemp(prefix=f"cache-{mode}-")}
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seconds = time.perf_counter() - start
@@ -105,11 +127,13 @@ def main() -> None:
     ap.add_argument("--gpus", default="0,1")
     ap.add_argument("--modes", default="daskN,localN,local1")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--warm-cache", action="store_true", help="every mode from a cache holding every point")
     args = ap.parse_args()
     args.gpus = args.gpus.split(",")
     args.out.mkdir(parents=True, exist_ok=True)
+    cache = fill_cache(args.impl) if args.warm_cache else None
     for mode in args.modes.split(","):
-        measure(mode, args, args.out)
+        measure(mode, args, args.out, cache)
     results = [r for m in ("local1", "localN", "daskN") if (r := summarise(m, args.out))]
     text = table(results)
     (args.out / "scaling.md").write_text(text)

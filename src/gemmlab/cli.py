@@ -168,7 +168,7 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
          budget: Optional[int] = typer.Option(None, min=1, help="at most this many points"),
          time_limit: Optional[float] = typer.Option(None, "--time", min=1, help="start no candidate after SECONDS"),
          seed: int = typer.Option(0, help="seed of the random and bayes strategies"),
-         jobs: Optional[int] = typer.Option(None, min=1, help="parallel NVRTC processes (default: all cores)"),
+         jobs: Optional[int] = typer.Option(None, min=1, help="parallel NVRTC processes (default: the cores the GPU workers leave)"),
          devices: Optional[str] = typer.Option(None, help="GPUs to run candidates on, e.g. 0,1 (one worker each; "
                                                          "default 0, or every GPU with --cluster local)"),
          timeout: float = typer.Option(120.0, min=1, help="seconds before a candidate counts as hung"),

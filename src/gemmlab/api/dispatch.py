@@ -140,11 +140,19 @@ def validate_tables(data: dict) -> list[str]:
     return problems
 
 
-def describe(choice: Choice, caller: str, problem_text: str, gpu: str, arch: str, tuning: str) -> str:
-    """The text explain() prints."""
+def _path_note(impl: str, library_call: str | None) -> str:
+    if impl == "cublas":
+        via = f", one {library_call} per call" if library_call else ""
+        return f" (library path: cuBLAS called directly{via})"
+    return " (library path)" if impl == "cub" else " (gemmlab kernel)"
+
+
+def describe(choice: Choice, caller: str, problem_text: str, gpu: str, arch: str, tuning: str,
+             library_call: str | None = None) -> str:
+    """The text explain() prints; `library_call` (a plan's executor knows it) names the one
+    library function each call makes."""
     lines = [f"{caller} {problem_text} on {gpu} ({arch})",
-             f"  runs:    {choice.impl}" + (" (library path: cuBLAS called directly)" if choice.impl == "cublas" else
-                                           " (library path)" if choice.impl == "cub" else " (gemmlab kernel)"),
+             f"  runs:    {choice.impl}{_path_note(choice.impl, library_call)}",
              f"  why:     {choice.reason}"]
     if choice.params:
         lines.append("  params:  " + ", ".join(f"{k}={v}" for k, v in sorted(choice.params.items())))

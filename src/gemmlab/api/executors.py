@@ -6,7 +6,8 @@ the argument slots that changed and one driver call per launch (cuda/launcher.py
   its own workspace where the kernel has one);
 - TmaGemm: the TMA hgemm rungs on shapes whose rows are 16-byte multiples (tensor maps encoded
   again only when a pointer changes);
-- CublasGemm: cuBLAS called directly (cuda/cublas.py);
+- CublasGemm: cuBLAS called directly: one prepared cublasLtMatmul (cuda/cublaslt.py), else the
+  classic entry points (cuda/cublas.py);
 - KernelReduce: the reduce rungs, every pass prepared, with their own partials and counters;
 - RunnerGemm / RunnerReduce: everything else (Triton and torch baselines, TMA shapes that need
   padded copies or B transposed) through the op's runner - correct, not fast.
@@ -21,7 +22,7 @@ from typing import Any
 
 from ..cuda.launch import STATIC_SMEM_LIMIT, allow_dynamic_smem
 from ..cuda.launcher import PreparedLaunch
-from ..errors import BadArgumentError
+from ..errors import BadArgumentError, LaunchError, NoGPUError
 from .operands import ITEMSIZE, Operand, cupy_view
 
 GEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr")  # M N K alpha A B beta C
@@ -153,19 +154,32 @@ class TmaGemm(FastGemm):
 
 
 class CublasGemm(FastGemm):
-    """cuBLAS bound to one shape: SGEMM, GemmEx (fp16/bf16/tf32 in, fp32 out) or strided batches."""
+    """cuBLAS bound to one shape: SGEMM, GemmEx (fp16/bf16/tf32 in, fp32 out) or strided batches.
+
+    Through cuBLASLt where it can be prepared (cuda/cublaslt.py: the algorithm chosen once, one
+    cublasLtMatmul per call), else through the classic entry points (cuda/cublas.py), which
+    choose their algorithm on every call. `library_call` names the one a call makes; `lt_refusal`
+    says why cuBLASLt was not used (None when it is)."""
 
     path = "library"
-    owns_workspace = False
     name = "cublas"
+    CLASSIC_CALLS = {"sgemm": "cublasSgemm_v2", "ex": "cublasGemmEx", "batched": "cublasSgemmStridedBatched"}
 
     def __init__(self, problem, op_name: str):
-        from ..cuda import cublas
+        from ..cuda import cublas, cublaslt
 
         kind = {"sgemm": "sgemm", "bgemm": "batched"}.get(op_name, "ex")
-        self.call = cublas.PreparedGemm(kind, problem.M, problem.N, problem.K, problem.dtype,
-                                        getattr(problem, "batch", 1))
-        cublas.handle()  # this thread's handle and workspace exist before any capture
+        shape = (kind, problem.M, problem.N, problem.K, problem.dtype, getattr(problem, "batch", 1))
+        self.lt_refusal = None
+        try:
+            self.call = cublaslt.PreparedLtGemm(*shape)
+        except (LaunchError, NoGPUError) as exc:  # no cuBLASLt, or no algorithm for this GEMM
+            self.lt_refusal = str(exc)
+            self.call = cublas.PreparedGemm(*shape)
+            cublas.handle()  # this thread's handle and workspace exist before any capture
+        self.library_call = cublaslt.CALL if self.lt_refusal is None else self.CLASSIC_CALLS[kind]
+        # an Lt algorithm with a workspace: one executor per stream (two streams never share it)
+        self.owns_workspace = getattr(self.call, "workspace_bytes", 0) > 0
 
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         self.call(alpha, a, b, beta, c, stream)

@@ -66,8 +66,9 @@ class _Plan:
         return self._executor.path
 
     def explain(self) -> str:
-        return dispatch.describe(self._executor.choice, self.caller, self._text, core._state["gpu"],
-                                 core._state["arch"], tuning.describe())
+        ex = self._executor
+        return dispatch.describe(ex.choice, self.caller, self._text, core._state["gpu"], core._state["arch"],
+                                 tuning.describe(), getattr(ex, "library_call", None))
 
 
 class Matmul(_Plan):

@@ -29,21 +29,32 @@ DATA_TYPES = {"fp32": 0, "tf32": 0, "fp16": 2, "bf16": 14}  # cudaDataType of A 
 WORKSPACE_BYTES = 32 << 20  # what cuBLAS asks for on Hopper; also lets CUDA graphs capture calls
 
 
+def load_library(name: str, sonames: tuple[str, ...], what: str) -> ctypes.CDLL:
+    """NVIDIA library `name` ("cublas", "cublasLt") as CuPy and PyTorch load it (cuda.pathfinder:
+    the wheel's copy first), else the first of `sonames` the system loader finds; when none
+    loads, one LaunchError naming `what`."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        found = load_nvidia_dynamic_lib(name).abs_path
+        candidates = (found,) if found else sonames  # no path: found by the system loader's search
+    except Exception:  # an older pathfinder, or a system CUDA install
+        candidates = sonames
+    errors = []
+    for path in candidates:
+        try:
+            return ctypes.CDLL(path)
+        except OSError as exc:
+            errors.append(str(exc))
+    raise LaunchError(f"{what} is not loadable ({'; '.join(errors)})")
+
+
 def library():
     global _lib
     if _lib is None:
         with _lock:
             if _lib is None:
-                try:
-                    from cuda.pathfinder import load_nvidia_dynamic_lib
-
-                    path = load_nvidia_dynamic_lib("cublas").abs_path
-                except Exception:  # an older pathfinder, or a system CUDA install
-                    path = "libcublas.so.13"
-                try:
-                    lib = ctypes.CDLL(path)
-                except OSError as exc:
-                    raise LaunchError(f"cuBLAS is not loadable ({exc})") from None
+                lib = load_library("cublas", ("libcublas.so.13", "libcublas.so.12"), "cuBLAS")
                 p, i = ctypes.c_void_p, ctypes.c_int
                 lib.cublasCreate_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
                 lib.cublasSetStream_v2.argtypes = [p, p]

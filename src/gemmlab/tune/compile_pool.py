@@ -17,6 +17,22 @@ from ..cuda.compile import Resources
 from ..harness.tuned import canonical
 
 
+_niced = False
+
+
+def background_priority() -> None:
+    """Lower this compiling process's CPU priority, once. Compilations fill every core while
+    trials run beside them; a trial's process must not wait for a core, as its timing loop and
+    verification are the sweep's critical path (and a trial slowed by a busy CPU is noise)."""
+    global _niced
+    if not _niced:
+        _niced = True
+        try:
+            os.nice(10)
+        except (AttributeError, OSError):  # no nice on this platform: compile at normal priority
+            pass
+
+
 @dataclass
 class CompileOutcome:
     params: dict
@@ -111,6 +127,6 @@ def compile_stream(name: str, points: list[dict], arch: str, jobs: int | None = 
     # spawn: the parent may hold a CUDA context, which must not be forked
     import multiprocessing as mp
 
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=background_priority)
     futures = {canonical(p): pool.submit(compile_one, (name, p, arch)) for p in points}
     return CompileStream(futures, shutdown=lambda: pool.shutdown(wait=False, cancel_futures=True))

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 from ..harness.tuned import canonical
 from .cluster import GPU_RESOURCE, ClusterError, ClusterSession
 from .compile_pool import CompileOutcome, CompileStream, compile_one
-from .remote import INFRASTRUCTURE_FAILURES, compile_point, run_trial
+from .remote import INFRASTRUCTURE_FAILURES, compile_point, run_trial, start_trial_process
 
 CLIENT_GRACE_S = 60.0  # beyond the in-worker timeout, before the client gives up on an answer
 
@@ -53,6 +53,10 @@ class DaskExecutor:
         client's cache on its way to the trial."""
         from ..cuda.compile import install_cache_entry
 
+        # the GPU workers start their candidate processes now, ready when the first point is
+        self._warming = [self.session.client.submit(start_trial_process, self.task_path, workers=[a],
+                                                    allow_other_workers=False, pure=False, priority=20)
+                         for a in self._addresses()]
         cpu_workers = self.session.cpu_workers()
         where = {"workers": cpu_workers, "allow_other_workers": False} if cpu_workers else {}
         client = self.session.client

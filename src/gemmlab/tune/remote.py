@@ -14,7 +14,7 @@ import os
 import threading
 from typing import Mapping
 
-from .compile_pool import CompileOutcome, compile_one
+from .compile_pool import CompileOutcome, background_priority, compile_one
 from .worker import CandidateProcess
 
 # Candidate failures that say nothing of the candidate itself: the trial is worth one retry
@@ -41,6 +41,7 @@ def compile_point(impl: str, params: dict, arch: str) -> tuple[CompileOutcome, d
     pass it to whichever GPU worker runs the trial."""
     from ..cuda.compile import read_cache_entry
 
+    background_priority()
     outcome = compile_one((impl, params, arch))
     return outcome, read_cache_entry(outcome.cache_key) if outcome.cache_key else None
 
@@ -48,20 +49,32 @@ def compile_point(impl: str, params: dict, arch: str) -> tuple[CompileOutcome, d
 def run_trial(task: dict, task_path: str, timeout_s: float,
               cache_entry: tuple[str, Mapping[str, bytes]] | None = None) -> dict:
     """Verify and time one candidate in this worker's candidate process; answers a result row."""
-    global _process
     if cache_entry is not None:
         from ..cuda.compile import install_cache_entry
 
         install_cache_entry(*cache_entry)
     with _lock:  # one trial at a time per worker: the GPU resource says so, this makes sure
-        if _process is None or _process.task_path != task_path:
-            if _process is not None:
-                _process.close()
-            _allow_children()
-            _process = CandidateProcess(None, task_path)  # the worker's CUDA_VISIBLE_DEVICES pins it
-        result = _process.call(task, timeout_s)
+        result = _candidate_process(task_path).call(task, timeout_s)
     result["worker"] = _worker_address()
     return result
+
+
+def start_trial_process(task_path: str) -> str:
+    """Start this worker's candidate process before its first trial is due (the executor asks
+    while the first points compile): its imports and CUDA context take seconds."""
+    with _lock:
+        _candidate_process(task_path).start()
+    return _worker_address()
+
+
+def _candidate_process(task_path: str) -> CandidateProcess:
+    global _process
+    if _process is None or _process.task_path != task_path:
+        if _process is not None:
+            _process.close()
+        _allow_children()
+        _process = CandidateProcess(None, task_path)  # the worker's CUDA_VISIBLE_DEVICES pins it
+    return _process
 
 
 def _allow_children() -> None:
