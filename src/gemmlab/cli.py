@@ -163,6 +163,10 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
 def tune(impl: str = typer.Option(..., help="one kernel name"),
          M: int = typer.Option(4096, "--M", min=1), N: int = typer.Option(4096, "--N", min=1),
          K: int = typer.Option(4096, "--K", min=1),
+         op: Optional[str] = typer.Option(None, help="sgemm or hgemm: checked against the kernel's op (default: "
+                                          "the kernel's)"),
+         dtype: Optional[str] = typer.Option(None, help="input dtype of the tuned problem: fp32 (sgemm kernels), "
+                                             "fp16, bf16 or tf32 (hgemm kernels; default the kernel's first)"),
          param: list[str] = typer.Option([], help="NAME=V1,V2,... replaces that parameter's declared values"),
          strategy: str = typer.Option("exhaustive", help="exhaustive | random | bayes (needs optuna)"),
          budget: Optional[int] = typer.Option(None, min=1, help="at most this many points"),
@@ -184,7 +188,7 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
                                            "this (default: every model, each its own run)")) -> None:
     """Search a kernel's parameter space on one shape: every point verified, then timed."""
     run_tune_command(impl, M, N, K, param, strategy, budget, time_limit, seed, jobs, devices, timeout, resume,
-                     dry_run, plot, db, session.command_line(), cluster, compile_workers, gpu)
+                     dry_run, plot, db, session.command_line(), cluster, compile_workers, gpu, dtype, op)
 
 
 app.command()(profile_commands.profile)

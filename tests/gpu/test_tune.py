@@ -50,3 +50,24 @@ def test_small_real_sweep_on_a_local_dask_cluster(tmp_path, monkeypatch):
     assert [r["gpu"] for r in runs] == [info().name]
     assert runs[0]["env"]["cluster"]["workers"][0]["cuda_visible_devices"] == "0"
     assert all(r["extra"]["compile_seconds"] > 0 for r in rows), "compiled on the cluster, cold"
+
+
+def test_small_real_hgemm_sweep_per_dtype(tmp_path):
+    """Tensor-core kernels tune too: the rows are verified in their dtype, and the lookup that
+    bench and the API use finds them for that dtype only."""
+    import pytest
+
+    if info().arch not in ("sm_90", "sm_90a"):
+        pytest.skip(f"persistent is a Hopper kernel; this GPU is {info().arch}")
+    spec = registry.get("persistent")
+    store = ResultStore(tmp_path / "h.db")
+    gpu = info().name
+    for dtype, flag in (("bf16", 1), ("fp16", 0)):
+        points = enumerate_space(spec, {"DTYPE": (flag,), "BN": (128,), "STAGES": (3, 4)}).kept[:3]
+        problem = GemmProblem(1000, 768, 520, dtype=dtype)  # odd M: the TMA kernels' padded path
+        run = store.start_run("tune", f"test {dtype}", {"gpu": {"name": gpu}})
+        summary = tune(spec, problem, Exhaustive(points, {}), TuneOptions(jobs=4), info().arch, store, run, gpu)
+        assert [r["status"] for r in summary.trials] == ["PASS"] * len(points), summary.trials
+        assert all(r["dtype"] == dtype and r["gflops"] > 0 for r in summary.trials)
+        params, shape, gflops = best_params(store, gpu, spec.name, problem)
+        assert params["DTYPE"] == flag and gflops == summary.best["gflops"]

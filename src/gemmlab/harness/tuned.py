@@ -1,5 +1,5 @@
 """What earlier sweeps recorded: points already tried (for --resume) and the best
-parameters per (GPU, kernel, shape), which bench and the API use by default."""
+parameters per (GPU, kernel, input dtype, shape), which bench and the API use by default."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,9 @@ from typing import Any
 
 from ..problem import GemmProblem
 
+# rows of databases older than the dtype column (sgemm only then) count as fp32
 _TRIALS = """SELECT r.params, r.status, r.gflops, r.M, r.N, r.K FROM results r JOIN runs u ON r.run_id = u.id
-             WHERE u.kind = 'tune' AND u.gpu IS ? AND r.impl = ?"""
+             WHERE u.kind = 'tune' AND u.gpu IS ? AND r.impl = ? AND IFNULL(r.dtype, 'fp32') = ?"""
 
 
 def canonical(params: dict) -> str:
@@ -18,8 +19,13 @@ def canonical(params: dict) -> str:
 
 def tried_points(store: Any, gpu: str | None, impl: str, problem: GemmProblem) -> set[str]:
     """Parameter sets already recorded for this GPU, kernel and shape, whatever their status."""
-    rows = store.query(_TRIALS + " AND r.M = ? AND r.N = ? AND r.K = ?", (gpu, impl, problem.M, problem.N, problem.K))
+    rows = store.query(_TRIALS + " AND r.M = ? AND r.N = ? AND r.K = ?",
+                       (gpu, impl, _dtype(problem), problem.M, problem.N, problem.K))
     return {canonical(json.loads(r["params"])) for r in rows if r["params"]}
+
+
+def _dtype(problem: Any) -> str:
+    return getattr(problem, "dtype", None) or "fp32"
 
 
 def _distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
@@ -31,7 +37,7 @@ def best_params(store: Any, gpu: str | None, impl: str, problem: GemmProblem) ->
 
     Returns (params, 'MxNxK' of the tuned shape, its GFLOP/s), or None when nothing was tuned.
     """
-    rows = [r for r in store.query(_TRIALS + " AND r.status = 'PASS' AND r.gflops IS NOT NULL", (gpu, impl))]
+    rows = [r for r in store.query(_TRIALS + " AND r.status = 'PASS' AND r.gflops IS NOT NULL", (gpu, impl, _dtype(problem)))]
     if not rows:
         return None
     target = (problem.M, problem.N, problem.K)

@@ -145,6 +145,11 @@ class Op:
         """The implementation an entry point runs when none is named."""
         raise BadArgumentError(f"{self.name}: name an implementation (impl=...)")
 
+    def fixed_params(self, impl: Any, dtype: str) -> dict[str, int]:
+        """Template parameters the problem sets rather than a tuner or a user (e.g. hgemm's
+        DTYPE flag): prepare() applies them, and a tuning space holds them fixed."""
+        return {}
+
     def prepare(self, impl: Any, params: Mapping[str, int] | None, dtype: str):
         """A runner: `impl` compiled for this device (or a usable baseline), ready to enqueue."""
         raise NotImplementedError

@@ -39,9 +39,7 @@ class HgemmRunner(PreparedImpl):
 
     def __init__(self, impl: Any, params: Mapping[str, int] | None = None, dtype: str = "fp16",
                  arch: str | None = None):
-        # DTYPE is the dtype's template flag, not a tuned parameter: set it where a kernel has one
-        if impl.kind == "kernel" and any(p.name == "DTYPE" for p in impl.params):
-            params = {**(params or {}), "DTYPE": _kernels.dtype_flag(dtype)}
+        params = {**(params or {}), **OP.fixed_params(impl, dtype)}
         super().__init__(impl, params, arch)
         self.dtype = dtype
 
@@ -108,6 +106,12 @@ class HgemmOp(GemmOp):
     sweep_shapes = SWEEP_SHAPES + ALIGNED_SHAPES
     make_inputs = staticmethod(lambda problem, seed, c_random=False: make_inputs(problem, seed))
     check = staticmethod(lambda C, A, B, C0, p: compare(C, A, B, C0, p.alpha, p.beta, p.dtype))
+
+    def fixed_params(self, impl, dtype: str) -> dict[str, int]:
+        # DTYPE is the dtype's template flag, not a tuned parameter: set where a kernel has one
+        if getattr(impl, "kind", None) == "kernel" and any(p.name == "DTYPE" for p in impl.params):
+            return {"DTYPE": _kernels.dtype_flag(dtype)}
+        return {}
 
     def prepare(self, impl, params, dtype):
         return HgemmRunner(impl, params, dtype)

@@ -14,11 +14,14 @@ from ..harness.ui import console, fmt_params
 from ..problem import GemmProblem
 
 
+TUNABLE_OPS = ("sgemm", "hgemm")  # a GemmProblem per trial; bgemm and reduce have other problems
+
+
 def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strategy: str, budget: Optional[int],
                      time_limit: Optional[float], seed: int, jobs: Optional[int], devices: Optional[str], timeout: float,
                      resume: bool, dry_run: bool, plot: bool, db: Optional[Path], command: str,
                      cluster: Optional[str] = None, compile_workers: Optional[int] = None,
-                     gpu: Optional[str] = None) -> None:
+                     gpu: Optional[str] = None, dtype: Optional[str] = None, op: Optional[str] = None) -> None:
     """Search a kernel's parameter space on one shape: every point verified, then timed.
     A sweep the cluster stopped ends in one error line after the others' results (its rows
     so far are kept)."""
@@ -29,6 +32,9 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
     spec = registry.get(impl)
     if spec.kind != "kernel":
         raise BadArgumentError(f"{impl} is a baseline: there is nothing to tune")
+    if op is not None and op != spec.op:
+        raise BadArgumentError(f"--op {op}: {impl} is a kernel of {spec.op}")
+    problem, fixed = _problem(spec, M, N, K, dtype)
     if strategy not in STRATEGIES:
         raise BadArgumentError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
     device_list = _parse_devices(devices)
@@ -44,6 +50,10 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
 
         require_dask()
     overrides = parse_param_axes(param)
+    for name, value in fixed.items():  # set by the problem (hgemm's DTYPE): one value
+        if name in overrides and overrides[name] != (value,):
+            raise BadArgumentError(f"--param {name}: set by --dtype {problem.dtype}, not tunable")
+        overrides[name] = (value,)
     report = enumerate_space(spec, overrides)
     table = Table(title=f"{impl}: {report.total} points, {len(report.kept)} kept")
     table.add_column("dropped because")
@@ -63,7 +73,6 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
     from .tuner import TuneOptions
 
     db_path = db or DEFAULT_DB
-    problem = GemmProblem(M, N, K)
     total = budget or len(report.kept)
     if cluster is not None:
         options = TuneOptions(timeout_s=timeout, time_limit_s=time_limit, resume=resume)
@@ -86,6 +95,23 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
         from .cluster import ClusterError
 
         raise ClusterError("; ".join(errors))
+
+
+def _problem(spec, M: int, N: int, K: int, dtype: Optional[str]) -> tuple[GemmProblem, dict[str, int]]:
+    """The problem a sweep times, and the parameters it fixes; one line for what cannot be tuned."""
+    from .. import ops
+
+    op = ops.get(spec.op)
+    if op.name not in TUNABLE_OPS:
+        raise BadArgumentError(f"{spec.name} is a {op.name} kernel: gemmlab tune takes {' and '.join(TUNABLE_OPS)} "
+                               "kernels")
+    if dtype is None and spec.dtypes:
+        dtype = spec.dtypes[0]
+    problem = GemmProblem(M, N, K, dtype=op.check_dtype(dtype))
+    reason = op.refusal(spec, problem)
+    if reason:
+        raise BadArgumentError(reason)
+    return problem, op.fixed_params(spec, problem.dtype)
 
 
 def _parse_devices(devices: Optional[str]) -> list[int] | None:
@@ -152,7 +178,7 @@ def _print_summary(spec, problem, report, gpu, run_id, summary, db_path) -> None
     ranked = sorted((r for r in summary.trials if r.get("status") == "PASS" and r.get("gflops")),
                     key=lambda r: -r["gflops"])
     where = f" on {gpu}" if gpu else ""
-    out = Table(title=f"{spec.name} at {problem.shape}{where}: {len(summary.trials)} trials in "
+    out = Table(title=f"{spec.name} at {problem.shape} {problem.dtype}{where}: {len(summary.trials)} trials in "
                       f"{summary.wall_seconds:.0f} s")
     for col in ("rank", "GFLOP/s", "median ms", "regs", "parameters"):
         out.add_column(col)

@@ -54,7 +54,7 @@ def _row(spec: KernelSpec, problem: GemmProblem, params: dict, result: dict) -> 
     if result.get("worker"):  # which worker answered: a column of extra, not of the table
         row["extra"] = {**(row.get("extra") or {}), "worker": result["worker"]}
     row.update(op=spec.op, impl=spec.name, impl_kind="kernel", params=params, M=problem.M, N=problem.N,
-               K=problem.K, alpha=problem.alpha, beta=problem.beta)
+               K=problem.K, alpha=problem.alpha, beta=problem.beta, dtype=problem.dtype)
     row.setdefault("status", "ERROR")
     return row
 
@@ -108,6 +108,7 @@ def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: Tu
             if compiling is not None and not compiled(point, key):
                 continue
             yield {"impl": spec.name, "params": point, "M": problem.M, "N": problem.N, "K": problem.K,
+                   "dtype": problem.dtype,
                    "alpha": problem.alpha, "beta": problem.beta, "warmup": options.warmup,
                    "repeat": options.repeat, "min_time_ms": options.min_time_ms}
 

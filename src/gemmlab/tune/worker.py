@@ -77,7 +77,8 @@ def run_candidate(task: dict) -> dict:
     from ..errors import GemmlabError, LaunchError
     from ..problem import GemmProblem
 
-    problem = GemmProblem(task["M"], task["N"], task["K"], task.get("alpha", 1.0), task.get("beta", 0.0))
+    problem = GemmProblem(task["M"], task["N"], task["K"], task.get("alpha", 1.0), task.get("beta", 0.0),
+                          task.get("dtype", "fp32"))
     try:
         if _stream is None:
             _stream = device().create_stream()
