@@ -93,7 +93,7 @@ def test_analyze_without_gpu(capsys, tmp_path, monkeypatch):
     if sass.find_tool() is None:
         assert "neither cuobjdump nor nvdisasm" in out.out
     else:
-        assert "SASS instruction mix" in out.out
+        assert "SASS instruction mix" in out.out and "main loop register traffic" in out.out
     from gemmlab.profile import rows
 
     stored = rows.select(rows.connect(db), "analyses")

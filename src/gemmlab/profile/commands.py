@@ -238,6 +238,7 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
             body = s.loop or {}
             mix.add_row(a.impl, *(f"{body.get(c, 0)} ({s.whole[c]})" if s.loop else f"- ({s.whole[c]})" for c in cols))
         console.print(mix)
+        _print_registers([a for a in with_mix if a.sass.registers and a.sass.registers.ffma])
         if loop:
             for a in with_mix:
                 if a.sass.loop_range:
@@ -257,6 +258,29 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
         for a in results:
             rows.insert(conn, "analyses", run_id, **a.row())
         console.print(f"stored run {run_id} in {db_path}")
+
+
+def _print_registers(analyses: list) -> None:
+    """The main loop's register-file traffic (profile/regfile.py): FFMA share, operand reuse
+    and FFMAs that read three registers of one bank."""
+    if not analyses:
+        return
+    from .regfile import MODEL
+
+    table = Table(title="main loop register traffic (static)")
+    for col in ("kernel", "FFMA share", ".reuse flags", "FFMA reads from reuse", "FFMA bank conflicts"):
+        table.add_column(col, justify="left" if col == "kernel" else "right")
+    for a in analyses:
+        r = a.sass.registers
+        table.add_row(a.impl, f"{100 * r.ffma_share:.1f}% ({r.ffma}/{r.instructions})", str(r.reuse_flags),
+                      f"{100 * r.reuse_share:.1f}% ({r.ffma_from_reuse}/{r.ffma_reads})",
+                      f"{r.ffma_conflicts} of {r.ffma}")
+    console.print(table)
+    console.print(f"bank model: {MODEL}; measured on Volta and Turing, assumed for newer GPUs", highlight=False,
+                  markup=False)
+    for a in analyses:
+        for line in a.sass.registers.examples[:3]:
+            console.print(f"  {a.impl} conflict: {line}", highlight=False, markup=False)
 
 
 def _loop_text(a) -> str:

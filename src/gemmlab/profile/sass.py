@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GemmlabError
+from .regfile import RegisterReport, register_report
 
 TOOLS = ("cuobjdump", "nvdisasm")
 
@@ -249,13 +250,16 @@ class SassMix:
     whole: dict[str, int]
     loop: dict[str, int] | None
     loop_range: tuple[int, int] | None
+    registers: RegisterReport | None = None  # the main loop's register-file traffic (regfile.py)
 
     def as_fields(self) -> dict:
         return {"function": self.function, "tool": self.tool, "whole": self.whole, "loop": self.loop,
-                "loop_range": list(self.loop_range) if self.loop_range else None}
+                "loop_range": list(self.loop_range) if self.loop_range else None,
+                "registers": self.registers.as_fields() if self.registers else None}
 
 
 def sass_mix(text: str, mangled: str, tool: str = "") -> SassMix:
     fn = function_for(parse_sass(text), mangled)
     loop = fn.main_loop()
-    return SassMix(fn.name, tool, fn.mix(), fn.mix(*loop) if loop else None, loop)
+    registers = register_report([(i.addr, i.text) for i in fn.instructions], *loop) if loop else None
+    return SassMix(fn.name, tool, fn.mix(), fn.mix(*loop) if loop else None, loop, registers)
