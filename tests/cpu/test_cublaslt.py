@@ -53,10 +53,10 @@ def _fake_lt(fail: Exception | None):
     class FakeLt:
         workspace_bytes = 1 << 20
 
-        def __init__(self, *shape):
+        def __init__(self, *shape, trans_a=False, trans_b=False):
             if fail:
                 raise fail
-            self.shape = shape
+            self.shape, self.trans = shape, (trans_a, trans_b)
 
     return FakeLt
 
@@ -73,6 +73,17 @@ def test_classic_cublas_when_lt_has_no_algorithm(monkeypatch, op, kind, call):
     assert not ex.owns_workspace
 
 
+def test_a_transposed_operand_is_never_left_to_the_classic_path(monkeypatch):
+    from gemmlab.api.executors import LayoutNotSupported
+
+    monkeypatch.setattr(cublaslt, "PreparedLtGemm", _fake_lt(cublaslt.NoAlgorithmError("no algorithm for it")))
+    with pytest.raises(LayoutNotSupported):  # the API then copies the operand to row-major
+        executors.CublasGemm(GemmProblem(64, 48, 32), "sgemm", (False, True))
+    monkeypatch.setattr(cublaslt, "PreparedLtGemm", _fake_lt(None))
+    ex = executors.CublasGemm(GemmProblem(64, 48, 32), "sgemm", (True, False))
+    assert ex.call.trans == (True, False) and ex.layout == (True, False)
+
+
 def test_lt_when_it_prepares(monkeypatch):
     monkeypatch.setattr(cublaslt, "PreparedLtGemm", _fake_lt(None))
     ex = executors.CublasGemm(GemmProblem(64, 48, 32), "sgemm")
@@ -81,3 +92,34 @@ def test_lt_when_it_prepares(monkeypatch):
     text = dispatch.describe(dispatch.Choice("cublas", {}, "named by the caller"), "gemmlab.sgemm", "64x48x32",
                              "GPU", "sm_90", "none", ex.library_call)
     assert "cuBLAS called directly, one cublasLtMatmul per call" in text
+
+
+def _col_major(mem, layout):
+    """The column-major matrix cuBLASLt reads from flat `mem` under `layout`."""
+    import numpy as np
+
+    idx = np.arange(layout.rows)[:, None] + layout.ld * np.arange(layout.cols)[None, :]
+    return mem[idx]
+
+
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_layouts_compute_the_row_major_product_for_every_transpose(trans_a, trans_b):
+    """Emulates cuBLASLt on the layouts: op(Lt A) @ op(Lt B) must be C^T, C = A @ B row-major,
+    with A and B held the way the caller holds them (a transposed view: the transpose of a
+    contiguous matrix, whose memory is that matrix's)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    M, N, K = 5, 7, 3
+    A, B = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    mem_a = (A.T.copy() if trans_a else A).ravel()  # x.T of a contiguous K x M x: memory is x
+    mem_b = (B.T.copy() if trans_b else B).ravel()  # W.T of a contiguous N x K W: memory is W
+    lt_a, lt_b, lt_c = cublaslt.column_major_layouts(M, N, K, trans_a, trans_b)
+    op_a = _col_major(mem_b, lt_a)  # Lt's A is the caller's B
+    op_b = _col_major(mem_a, lt_b)
+    op_a = op_a.T if trans_b else op_a
+    op_b = op_b.T if trans_a else op_b
+    c_t = op_a @ op_b
+    assert c_t.shape == (lt_c.rows, lt_c.cols)
+    np.testing.assert_allclose(c_t, (A @ B).T, rtol=1e-12)

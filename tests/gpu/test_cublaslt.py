@@ -108,3 +108,61 @@ def test_cublas_plans_call_cublaslt(op, dtype):
     out = plan.execute()
     torch.cuda.synchronize()
     assert _error(out, a, b, None, 1.0, 0.0) < 1e-5
+
+
+def _t_operands(dtype, M, N, K, trans_a, trans_b, seed):
+    """A (M x K) and B (K x N) as the caller holds them: a transposed view where asked."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    t = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(dtype, torch.float32)
+    a = (torch.rand((K, M) if trans_a else (M, K), device="cuda", generator=g) - 0.5).to(t)
+    b = (torch.rand((N, K) if trans_b else (K, N), device="cuda", generator=g) - 0.5).to(t)
+    return (a.t() if trans_a else a), (b.t() if trans_b else b)
+
+
+@pytest.mark.parametrize("kind,dtype,shape", [("sgemm", "fp32", (67, 45, 33)), ("ex", "bf16", (333, 192, 1032)),
+                                              ("ex", "fp16", (129, 264, 72)), ("ex", "tf32", (129, 257, 511))])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, True), (True, False), (True, True)])
+def test_transposed_operands_are_read_in_place(kind, dtype, shape, trans_a, trans_b):
+    M, N, K = shape
+    a, b = _t_operands(dtype, M, N, K, trans_a, trans_b, seed=M * N)
+    assert a.is_contiguous() != trans_a and b.is_contiguous() != trans_b
+    gemm = cublaslt.PreparedLtGemm(kind, M, N, K, dtype, trans_a=trans_a, trans_b=trans_b)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    _run(gemm, a, b, c, 0.5, 0.0)
+    torch.cuda.synchronize()
+    assert _error(c, a, b, None, 0.5, 0.0) < (2e-3 if dtype == "tf32" else 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, True), (True, False), (True, True)])
+def test_plain_calls_read_torch_transposed_views_in_place(dtype, trans_a, trans_b):
+    """x @ W.T (torch.nn.functional.linear's layout) through gemmlab.sgemm / hgemm: cuBLAS with
+    its transpose flags, no copy; the result against fp64, C given with beta as well."""
+    from gemmlab.api import core
+
+    name = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    M, N, K = 200, 136, 264
+    a, b = _t_operands(name, M, N, K, trans_a, trans_b, seed=5)
+    call = gemmlab.sgemm if dtype == torch.float32 else gemmlab.hgemm
+    out = call(a, b)
+    c0 = torch.rand(M, N, device="cuda")
+    c = c0.clone()
+    call(a, b, c, alpha=2.0, beta=0.5)
+    torch.cuda.synchronize()
+    assert _error(out, a, b, None, 1.0, 0.0) < 1e-5
+    assert _error(c, a, b, c0, 2.0, 0.5) < 1e-5
+    in_place = [ex for key, ex in core._thread.executors.items() if key[-1] == (trans_a, trans_b)]
+    assert in_place and all(ex.fast and ex.library_call == "cublasLtMatmul" for ex in in_place)
+
+
+def test_a_named_kernel_still_takes_a_transposed_view_through_a_copy():
+    a, b = _t_operands("fp32", 130, 70, 90, False, True, seed=9)
+    out = gemmlab.sgemm(a, b, impl="async_pipeline")
+    torch.cuda.synchronize()
+    assert _error(out, a, b, None, 1.0, 0.0) < 1e-5
+
+
+def test_explain_names_the_in_place_path(capsys):
+    a, b = _t_operands("bf16", 256, 128, 512, False, True, seed=3)
+    text = gemmlab.explain(a, b)
+    assert "runs:    cublas" in text and "transposed operand" in text

@@ -37,7 +37,12 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params):
         return NotImplemented
     M, K = A.shape
     K2, N = B.shape
-    if K != K2 or not (M and N and K) or not (A.is_contiguous() and B.is_contiguous()):
+    if K != K2 or not (M and N and K):
+        return NotImplemented
+    # a transposed view (x @ W.T, torch.nn.functional.linear's layout) is read in place by
+    # cuBLAS; any other strided operand goes to the general path, which copies it
+    ta, tb = not A.is_contiguous(), not B.is_contiguous()
+    if (ta and A.stride() != (1, M)) or (tb and B.stride() != (1, K)):
         return NotImplemented
     a, b = A.data_ptr(), B.data_ptr()
     device = _state["device"]
@@ -54,7 +59,7 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params):
             return NotImplemented
         out = C
     stream = _torch["stream"](device)
-    ex = executor(op_name, dtype, (M, N, K), impl, params, stream)
+    ex = executor(op_name, dtype, (M, N, K), impl, params, stream, (ta, tb))
     if not ex.fast:
         return NotImplemented
     ex.run(a, b, out.data_ptr(), alpha, beta, stream)

@@ -149,14 +149,42 @@ def make_problem(op_name: str, dtype: str, dims: tuple):
     return GemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, dtype)
 
 
-def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params: Mapping[str, int] | None):
-    """A fresh executor (with its Choice in .choice) for one problem shape."""
+IN_PLACE_REASON = ("a transposed operand: cuBLAS reads it in place with its transpose flag, where a gemmlab "
+                   "kernel needs a row-major copy first (the dispatch table measured row-major operands)")
+
+
+def transposed_views(A, B) -> tuple[bool, bool]:
+    """(A, B) are torch transposed views of contiguous matrices (the plain call's hot path reads
+    those in place; calls.torch_gemm applies the same rule inline)."""
+    def one(x) -> bool:
+        return (type(x).__module__.startswith("torch") and getattr(x, "dim", lambda: 0)() == 2
+                and not x.is_contiguous() and x.stride() == (1, x.shape[0]))
+
+    return one(A), one(B)
+
+
+def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
+                 layout: tuple[bool, bool] = (False, False)):
+    """A fresh executor (with its Choice in .choice) for one problem shape. With a transposed
+    `layout` and no implementation named, cuBLAS: it reads the transposed operand in place,
+    where a gemmlab kernel would need a copy first (the dispatch table measured row-major
+    operands). An executor that cannot read the layout in place is a NoInPlaceLayout."""
     from .. import ops
-    from .executors import gemm_executor, reduce_executor
+    from .executors import LayoutNotSupported, NoInPlaceLayout, gemm_executor, reduce_executor
 
     problem = make_problem(op_name, dtype, dims)
-    choice, spec, chosen = choose(op_name, problem, dims, impl, params)
+    forced = any(layout) and impl is None
+    choice, spec, chosen = choose(op_name, problem, dims, "cublas" if forced else impl, params)
     op = ops.get(op_name)
+    if any(layout):
+        if forced:
+            choice = dispatch.Choice("cublas", {}, IN_PLACE_REASON)
+        try:
+            executor = gemm_executor(op, op_name, spec, problem, None, None, layout)
+        except LayoutNotSupported as exc:
+            return NoInPlaceLayout(choice, str(exc))
+        executor.choice = choice
+        return executor
 
     def shared():
         return compiled_runner(op_name, spec, chosen, dtype)
@@ -172,24 +200,28 @@ def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params
     return executor
 
 
-def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, stream: int):
-    """This thread's executor for (op, dtype, shape, implementation, parameters); one per stream
-    where the executor owns a workspace (two streams must not race on it). Executors without one
-    are shared by every stream of the thread, so a CUDA graph captured on a side stream reuses
-    the executor warmed up on another (nothing is allocated during a capture)."""
+def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, stream: int,
+             layout: tuple[bool, bool] = (False, False)):
+    """This thread's executor for (op, dtype, shape, implementation, parameters[, layout]); one
+    per stream where the executor owns a workspace (two streams must not race on it). Executors
+    without one are shared by every stream of the thread, so a CUDA graph captured on a side
+    stream reuses the executor warmed up on another (nothing is allocated during a capture).
+    `layout`: (A transposed, B transposed), operands given as transposed views."""
     key = (op_name, dtype, dims, impl, tuple(sorted(params.items())) if params else params)
+    if any(layout):
+        key = key + (layout,)
     cache = _thread.executors
     ex = cache.get(key)
     if ex is None:
         if len(cache) >= MAX_EXECUTORS:
             cache.clear()
-        ex = cache[key] = new_executor(op_name, dtype, dims, impl, params)
+        ex = cache[key] = new_executor(op_name, dtype, dims, impl, params, layout)
         ex.stream = stream
     if ex.owns_workspace and ex.stream != stream:
         key = key + (stream,)
         ex = cache.get(key)
         if ex is None:
-            ex = cache[key] = new_executor(op_name, dtype, dims, impl, params)
+            ex = cache[key] = new_executor(op_name, dtype, dims, impl, params, layout)
             ex.stream = stream
     return ex
 

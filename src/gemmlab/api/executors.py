@@ -7,13 +7,15 @@ the argument slots that changed and one driver call per launch (cuda/launcher.py
 - TmaGemm: the TMA hgemm rungs on shapes whose rows are 16-byte multiples (tensor maps encoded
   again only when a pointer changes);
 - CublasGemm: cuBLAS called directly: one prepared cublasLtMatmul (cuda/cublaslt.py), else the
-  classic entry points (cuda/cublas.py);
+  classic entry points (cuda/cublas.py); the one executor that reads transposed operands in
+  place (NoInPlaceLayout marks a shape whose transposed operands must be copied);
 - KernelReduce: the reduce rungs, every pass prepared, with their own partials and counters;
 - RunnerGemm / RunnerReduce: everything else (Triton and torch baselines, TMA shapes that need
   padded copies or B transposed) through the op's runner - correct, not fast.
 Executors own their buffers, so two executors never share a workspace; one executor runs one
 call at a time. The API keeps them per thread, and an executor with a workspace (owns_workspace)
-per stream too, so two streams never race on one workspace.
+per stream too, so two streams never race on one workspace. (Over 300 lines: every executor
+kind in one place, since gemm_executor chooses among them.)
 """
 from __future__ import annotations
 
@@ -153,6 +155,21 @@ class TmaGemm(FastGemm):
         self.launch.launch(stream)
 
 
+class LayoutNotSupported(Exception):
+    """An executor cannot read this operand layout in place (the caller makes dense copies)."""
+
+
+class NoInPlaceLayout:
+    """Stands in the executor cache for a shape whose transposed operands must be copied: the
+    hot path sees fast = False and hands the call to the general path, which copies."""
+
+    fast = False
+    owns_workspace = False
+
+    def __init__(self, choice, why: str):
+        self.choice, self.why = choice, why
+
+
 class CublasGemm(FastGemm):
     """cuBLAS bound to one shape: SGEMM, GemmEx (fp16/bf16/tf32 in, fp32 out) or strided batches.
 
@@ -165,15 +182,17 @@ class CublasGemm(FastGemm):
     name = "cublas"
     CLASSIC_CALLS = {"sgemm": "cublasSgemm_v2", "ex": "cublasGemmEx", "batched": "cublasSgemmStridedBatched"}
 
-    def __init__(self, problem, op_name: str):
+    def __init__(self, problem, op_name: str, layout: tuple[bool, bool] = (False, False)):
         from ..cuda import cublas, cublaslt
 
         kind = {"sgemm": "sgemm", "bgemm": "batched"}.get(op_name, "ex")
         shape = (kind, problem.M, problem.N, problem.K, problem.dtype, getattr(problem, "batch", 1))
-        self.lt_refusal = None
+        self.lt_refusal, self.layout = None, layout
         try:
-            self.call = cublaslt.PreparedLtGemm(*shape)
+            self.call = cublaslt.PreparedLtGemm(*shape, trans_a=layout[0], trans_b=layout[1])
         except (LaunchError, NoGPUError) as exc:  # no cuBLASLt, or no algorithm for this GEMM
+            if any(layout):  # the classic path here takes no transposed operand: the caller copies
+                raise LayoutNotSupported(str(exc)) from None
             self.lt_refusal = str(exc)
             self.call = cublas.PreparedGemm(*shape)
             cublas.handle()  # this thread's handle and workspace exist before any capture
@@ -293,13 +312,17 @@ def cupy_of(x):
     return cp.from_dlpack(x)
 
 
-def gemm_executor(op, op_name: str, impl, problem, shared_runner, fresh_runner):
+def gemm_executor(op, op_name: str, impl, problem, shared_runner, fresh_runner,
+                  layout: tuple[bool, bool] = (False, False)):
     """The fastest executor that can run `impl` (a registry entry) on `problem`. Fast executors
     use the shared compiled kernel (`shared_runner()`); the runner path gets a runner of its own
-    (`fresh_runner()`), since runners keep workspaces."""
+    (`fresh_runner()`), since runners keep workspaces. A transposed `layout` (A, B given as
+    transposed views) is read in place by cuBLAS only; LayoutNotSupported otherwise."""
+    if any(layout) and impl.name != "cublas":
+        raise LayoutNotSupported(f"{impl.name} reads row-major operands only")
     if impl.kind != "kernel":
         if impl.name == "cublas":
-            return CublasGemm(problem, op_name)
+            return CublasGemm(problem, op_name, layout)
         return RunnerGemm(fresh_runner(), problem, op)
     reason = op.refusal(impl, problem)
     if reason:

@@ -1,13 +1,16 @@
 """cuBLASLt called directly (ctypes), for the API's library path: everything one cuBLAS GEMM shape
 needs - the matmul descriptor, the three matrix layouts, the algorithm the heuristic picks and
 that algorithm's workspace - is made once, so that a call is one cublasLtMatmul with ready
-ctypes arguments.
+ctypes arguments. (Over 300 lines: the ctypes declarations, the descriptor set-up and the call
+are one job and read best together.)
 
 Why: cublasSgemm / cublasGemmEx choose their algorithm again on every call, most of the 10-25 us
 of host time a cuBLAS plan cost per execute; cuBLASLt lets that choice be made once, at plan time.
 
 Row-major C (MxN) = A (MxK) @ B (KxN) is column-major C^T = B^T @ A^T, as in cuda/cublas.py:
-Lt's A is the caller's B, Lt's B the caller's A (column_major_layouts says how).
+Lt's A is the caller's B, Lt's B the caller's A (column_major_layouts says how). An operand the
+caller holds as a transposed view (torch's W.T: the transpose of a contiguous matrix) is read
+in place, with Lt's transpose flag on it, never copied.
 
 Handles: one cuBLASLt handle per thread, as cuda/cublas.py keeps its cuBLAS handles (a cuBLASLt
 handle is not bound to a stream: the stream is cublasLtMatmul's last argument).
@@ -19,8 +22,7 @@ as owns_workspace, so the API keeps it per stream). Building allocates in relaxe
 so that a GEMM first met inside a CUDA graph capture can still be built; the call itself never
 allocates or synchronizes.
 
-Over 300 lines because the ctypes declarations, the descriptor set-up and the call belong to one
-job and read best together. Enum values are cuBLAS 13.1's headers (cublasLt.h, cublas_api.h) and the CUDA toolkit's
+Enum values are cuBLAS 13.1's headers (cublasLt.h, cublas_api.h) and the CUDA toolkit's
 library_types.h and cuda.h; the same values stand in the CUDA 11 and 12 headers.
 """
 from __future__ import annotations
@@ -44,8 +46,11 @@ CUBLAS_COMPUTE_32F = 68  # fp32 multiply-add, no TF32
 CUBLAS_COMPUTE_32F_FAST_TF32 = 77  # fp32 inputs rounded to TF32 for the tensor cores
 # cublasLt.h: cublasLtPointerMode_t (= cublas_api.h's CUBLAS_POINTER_MODE_HOST)
 CUBLASLT_POINTER_MODE_HOST = 0
-# cublasLt.h: cublasLtMatmulDescAttributes_t
+# cublasLt.h: cublasLtMatmulDescAttributes_t (int32_t each)
 CUBLASLT_MATMUL_DESC_POINTER_MODE = 2
+CUBLASLT_MATMUL_DESC_TRANSA = 3
+CUBLASLT_MATMUL_DESC_TRANSB = 4
+CUBLAS_OP_T = 1  # cublas_api.h: cublasOperation_t
 # cublasLt.h: cublasLtMatrixLayoutAttribute_t
 CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5  # int32_t
 CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6  # int64_t, in elements
@@ -87,12 +92,19 @@ class Layout(NamedTuple):
     batch_stride: int
 
 
-def column_major_layouts(M: int, N: int, K: int) -> tuple[Layout, Layout, Layout]:
+def column_major_layouts(M: int, N: int, K: int, trans_a: bool = False,
+                         trans_b: bool = False) -> tuple[Layout, Layout, Layout]:
     """Lt's (A, B, C) for row-major C (MxN) = A (MxK) @ B (KxN), computed as column-major
     C^T (NxM) = B^T (NxK) @ A^T (KxM): Lt's A is the caller's B, Lt's B the caller's A, and the row
     lengths are the leading dimensions. cublas.PreparedGemm's arguments say the same:
-    (m, n, k) = (N, M, K), ldb = N, lda = K, ldc = N, batch strides K*N, M*K, M*N."""
-    return Layout(N, K, N, K * N), Layout(K, M, K, M * K), Layout(N, M, N, M * N)
+    (m, n, k) = (N, M, K), ldb = N, lda = K, ldc = N, batch strides K*N, M*K, M*N.
+
+    trans_b: the caller's B is the transpose of a contiguous N x K matrix W. W's memory read
+    column-major with ld K is B itself (K x N), so Lt's A is that, with TRANSA set. trans_a
+    likewise: A is the transpose of a contiguous K x M matrix, read as M x K with ld M, TRANSB set."""
+    lt_a = Layout(K, N, K, K * N) if trans_b else Layout(N, K, N, K * N)
+    lt_b = Layout(M, K, M, M * K) if trans_a else Layout(K, M, K, M * K)
+    return lt_a, lt_b, Layout(N, M, N, M * N)
 
 
 def lt_types(kind: str, dtype: str) -> tuple[int, int]:
@@ -311,7 +323,8 @@ class PreparedLtGemm:
 
     call_name = CALL
 
-    def __init__(self, kind: str, M: int, N: int, K: int, dtype: str = "fp32", batch: int = 1):
+    def __init__(self, kind: str, M: int, N: int, K: int, dtype: str = "fp32", batch: int = 1,
+                 trans_a: bool = False, trans_b: bool = False):
         ab_type, compute = lt_types(kind, dtype)
         batch = batch if kind == "batched" else 1
         self.kind = kind
@@ -319,14 +332,19 @@ class PreparedLtGemm:
         owned: list = []
         self._finalizer = weakref.finalize(self, _release, lib, owned)
         self._finalizer.atexit = False
-        what = f"{kind} {M}x{N}x{K} {dtype}" + (f" x{batch}" if batch > 1 else "")
+        what = (f"{kind} {M}x{N}x{K} {dtype}" + (f" x{batch}" if batch > 1 else "")
+                + (" A transposed" if trans_a else "") + (" B transposed" if trans_b else ""))
         with relaxed_capture():
             h = handle()
             desc = _create(lib, "MatmulDesc", owned, compute, CUDA_R_32F)
             _set(lib.cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_POINTER_MODE,
                  ctypes.c_int32(CUBLASLT_POINTER_MODE_HOST))
+            for flag, attr in ((trans_b, CUBLASLT_MATMUL_DESC_TRANSA), (trans_a, CUBLASLT_MATMUL_DESC_TRANSB)):
+                if flag:  # Lt's A is the caller's B (see column_major_layouts)
+                    _set(lib.cublasLtMatmulDescSetAttribute, desc, attr, ctypes.c_int32(CUBLAS_OP_T))
             types = (ab_type, ab_type, CUDA_R_32F)
-            layouts = [_layout(lib, owned, t, lay, batch) for t, lay in zip(types, column_major_layouts(M, N, K))]
+            layouts = [_layout(lib, owned, t, lay, batch)
+                       for t, lay in zip(types, column_major_layouts(M, N, K, trans_a, trans_b))]
             result = _heuristic(lib, h, desc, layouts, _preference(lib, owned), what)
             self.workspace_bytes = int(result.workspaceSize)
             workspace = _allocate(self.workspace_bytes, owned)
