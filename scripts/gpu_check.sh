@@ -17,6 +17,15 @@ out=$(mkdir -p "${1:-./gpu-check}" && cd "${1:-./gpu-check}" && pwd)
 shift || true
 work=$(mktemp -d)
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# The machines have no package index: wheels of the cluster extra (dask, distributed, bokeh),
+# downloaded elsewhere into $GEMMLAB_WHEELHOUSE (default ./.whl) and carried over, are installed
+# into a scratch folder so the Dask GPU test runs instead of skipping.
+wheels=${GEMMLAB_WHEELHOUSE:-$root/.whl}
+if compgen -G "$wheels/*.whl" > /dev/null; then
+    "${PYTHON:-python3}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
+        "$wheels"/*.whl && export PYTHONPATH="$work/site:$PYTHONPATH" \
+        || echo "gpu_check: the wheels in $wheels did not install; the Dask GPU test will skip"
+fi
 export GEMMLAB_SANITIZER_LOGS="$work/sanitizer" GEMMLAB_THREAD_REPEATS=${GEMMLAB_THREAD_REPEATS:-20}
 py=${PYTHON:-python3}
 status=0
