@@ -102,7 +102,7 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
         dtype = dtype or ("fp32" if op != "hgemm" else "bf16")
     problem = core.make_problem(op, dtype, dims)
     choice, _, _ = core.choose(op, problem, dims, impl, params, gpu, arch)
-    if impl is None and op in ("sgemm", "hgemm") and any(core.transposed_views(A, B)):
+    if impl is None and op in ("sgemm", "hgemm") and any(calls.torch_layout(A, B)):
         choice = dispatch.Choice("cublas", {}, core.IN_PLACE_REASON)  # what the call does with them
     text = dispatch.describe(choice, f"gemmlab.{'reduce_sum' if op == 'reduce' else op}",
                              f"{'x'.join(map(str, dims))} {dtype}", gpu, arch, tuning.describe())

@@ -19,6 +19,25 @@ def _torch_setup() -> None:
                           "hgemm": {torch.float32: "tf32", torch.float16: "fp16", torch.bfloat16: "bf16"}})
 
 
+def _transposed(x) -> bool | None:
+    """False for a contiguous 2-D tensor; True for a transposed view (the transpose of a
+    contiguous matrix: x @ W.T, torch.nn.functional.linear's layout), which cuBLAS reads in
+    place; None for any other strides, which the general path copies."""
+    if x.is_contiguous():
+        return False
+    return True if x.stride() == (1, x.shape[0]) else None
+
+
+def torch_layout(A, B) -> tuple[bool, bool]:
+    """(A transposed, B transposed) as torch_gemm reads them in place: plain 2-D torch tensors
+    only ((False, False) for anything the general path copies)."""
+    t = sys.modules.get("torch")
+    if t is None or type(A) is not t.Tensor or type(B) is not t.Tensor or A.dim() != 2 or B.dim() != 2:
+        return False, False
+    ta, tb = _transposed(A), _transposed(B)
+    return (False, False) if ta is None or tb is None else (ta, tb)
+
+
 def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params):
     """The hot path for plain torch tensors: everything read straight off the tensors, no Operand
     objects, one executor lookup, one launch. Returns NotImplemented for anything unusual (other
@@ -39,10 +58,8 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params):
     K2, N = B.shape
     if K != K2 or not (M and N and K):
         return NotImplemented
-    # a transposed view (x @ W.T, torch.nn.functional.linear's layout) is read in place by
-    # cuBLAS; any other strided operand goes to the general path, which copies it
-    ta, tb = not A.is_contiguous(), not B.is_contiguous()
-    if (ta and A.stride() != (1, M)) or (tb and B.stride() != (1, K)):
+    ta, tb = _transposed(A), _transposed(B)
+    if ta is None or tb is None:
         return NotImplemented
     a, b = A.data_ptr(), B.data_ptr()
     device = _state["device"]

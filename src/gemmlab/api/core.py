@@ -153,16 +153,6 @@ IN_PLACE_REASON = ("a transposed operand: cuBLAS reads it in place with its tran
                    "kernel needs a row-major copy first (the dispatch table measured row-major operands)")
 
 
-def transposed_views(A, B) -> tuple[bool, bool]:
-    """(A, B) are torch transposed views of contiguous matrices (the plain call's hot path reads
-    those in place; calls.torch_gemm applies the same rule inline)."""
-    def one(x) -> bool:
-        return (type(x).__module__.startswith("torch") and getattr(x, "dim", lambda: 0)() == 2
-                and not x.is_contiguous() and x.stride() == (1, x.shape[0]))
-
-    return one(A), one(B)
-
-
 def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
                  layout: tuple[bool, bool] = (False, False)):
     """A fresh executor (with its Choice in .choice) for one problem shape. With a transposed

@@ -18,10 +18,9 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import BadArgumentError, GemmlabError
-from .remote import describe_worker
 from .worker import resolve
 
 GPU_RESOURCE = "GPU"
@@ -90,7 +89,7 @@ class ClusterSession:
             del self.workers[gone]
         new = sorted(gpu_addresses - set(self.workers))
         if new:
-            describe = _resolve(self.describe_path)
+            describe = resolve(self.describe_path)
             try:
                 answers = self.client.run(describe, workers=new, on_error="return")
             except OSError:  # a new worker went away again before it answered
@@ -135,10 +134,6 @@ def _check_pinning(workers) -> None:
                                "pin each to its own CUDA_VISIBLE_DEVICES")
         if uuid:
             seen[uuid] = w.address
-
-
-def _resolve(path: str) -> Callable[[], dict]:
-    return describe_worker if path == DESCRIBE else resolve(path)
 
 
 def connect(target: str, devices: list[int] | None = None, compile_workers: int | None = None,

@@ -1,7 +1,7 @@
 """Trials on a Dask cluster: the executor the tuner drives for one GPU model (cluster.py holds
-the session it runs on). Compilation goes to any worker, trials to that model's GPU workers, at
-most one in flight per worker; a trial lost to a dead, hung or silent worker is retried once on
-another worker, then recorded as ERROR with both reasons."""
+the session it runs on). Compilation goes to the CPU-only workers (any worker without them),
+trials to that model's GPU workers, `depth` in flight per worker; a trial lost to a dead, hung or
+silent worker is retried once on another worker, then recorded as ERROR with both reasons."""
 from __future__ import annotations
 
 import time
@@ -38,6 +38,7 @@ class DaskExecutor:
         self.task_path, self.timeout_s = task_path, timeout_s
         self.restarts = 0  # trials retried after a worker died, hung or stopped answering
         self._entries: dict[str, str] = {}  # canonical params -> cache key (the client's cache holds it)
+        self._warming: list = []  # futures of the GPU workers' candidate-process starts (kept alive)
 
     @property
     def deadline_s(self) -> float:
