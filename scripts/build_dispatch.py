@@ -5,6 +5,8 @@ package's src/gemmlab/api/dispatch.json.
 
     PYTHONPATH=src python3 scripts/build_dispatch.py --out $OUT/dispatch-h100.json
     python3 scripts/build_dispatch.py --merge h100.json h200.json --out src/gemmlab/api/dispatch.json
+    python3 scripts/build_dispatch.py --update src/gemmlab/api/dispatch.json --merge sgemm-h100.json \
+        --out src/gemmlab/api/dispatch.json   (re-measured ops replace theirs in a GPU's table)
 
 The suite (docs/api.md says why these): squares 64..8192, the rectangles users hit (a skinny M,
 a large K-light product, 1000x3000x2000), one odd shape; strided batches from many small to few
@@ -25,7 +27,7 @@ GEMM_SHAPES = [(64, 64, 64), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024
 BATCHES = [(256, 128), (64, 256), (16, 512), (4, 1024), (2, 2048)]  # batch, cube size
 SUM_SIZES = [1 << k for k in (10, 14, 18, 20, 22, 24, 26, 28)]
 CANDIDATES = {
-    ("sgemm", "fp32"): ["autotuned", "async_pipeline", "hopper_simt", "cublas"],
+    ("sgemm", "fp32"): ["autotuned", "async_pipeline", "hopper_simt", "bigtile", "cublas"],
     ("hgemm", "fp16"): ["persistent", "warp_specialized", "mma_sync", "cublas"],
     ("hgemm", "bf16"): ["persistent", "warp_specialized", "mma_sync", "cublas"],
     ("hgemm", "tf32"): ["tf32_wgmma", "cublas"],
@@ -95,16 +97,37 @@ def measure(only: set[str] | None) -> dict:
             "entries": entries, "not_measured": failed}
 
 
+def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
+    """`tables` with each part's ops re-measured: a part (one GPU, some ops) replaces that GPU's
+    entries of those ops and adds its command; the GPU's other entries stay as they were."""
+    out = [dict(t) for t in tables]
+    for part in parts:
+        target = next((t for t in out if t["gpu"] == part["gpu"]), None)
+        if target is None:
+            out.append(part)
+            continue
+        ops = {e["op"] for e in part["entries"]}
+        target["entries"] = [e for e in target["entries"] if e["op"] not in ops] + part["entries"]
+        target["command"] = f'{target["command"]} ; {part["command"]}'
+        target["measured"] = part["measured"]
+        target["not_measured"] = [m for m in target.get("not_measured", []) if not any(f"{op} " in m for op in ops)] \
+            + part.get("not_measured", [])
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--merge", nargs="+", help="per-GPU tables to join (no GPU needed)")
     parser.add_argument("--ops", help="comma-separated subset of sgemm,hgemm,bgemm,reduce")
+    parser.add_argument("--update", help="with --merge: a full table whose GPUs take the merged parts' ops")
     args = parser.parse_args()
     if args.merge:
         from gemmlab.api.dispatch import validate_tables
 
         gpus = [json.load(open(path)) for path in args.merge]
+        if args.update:
+            gpus = updated(json.load(open(args.update))["gpus"], gpus)
         data = {"version": 1, "suite": "scripts/build_dispatch.py (GEMM_SHAPES, BATCHES, SUM_SIZES)", "gpus": gpus}
         problems_found = validate_tables(data)
         if problems_found:

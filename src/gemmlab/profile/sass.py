@@ -118,13 +118,15 @@ class SassFunction:
                 if ins.target is not None and ins.target <= ins.addr and ins.opcode.startswith("BRA")]
 
     def main_loop(self) -> tuple[int, int] | None:
-        """The loop whose body holds the most FFMAs (a GEMM's K loop); without FFMA, the most
-        FADDs and loads (a reduction's grid-stride loop); ties: the shortest (innermost)."""
+        """The loop whose body holds the most FFMAs (a GEMM's K loop; of two copies with as many
+        FFMAs, e.g. a kernel's straight-line loop and its general one, the shorter: the fast
+        path); without FFMA, the most FADDs and loads (a reduction's grid-stride loop); ties:
+        the shortest (innermost)."""
         best, key = None, None
         for lo, hi in self.loops():
             m = self.mix(lo, hi)
             work = m["FADD"] + m["LDG"] + m["LDG.128"] + m["LDS"] + m["LDS.128"]
-            k = (m["FFMA"], work, -(hi - lo))
+            k = (m["FFMA"], -m["total"], work, -(hi - lo)) if m["FFMA"] else (0, 0, work, -(hi - lo))
             if (m["FFMA"] or work) and (key is None or k > key):
                 best, key = (lo, hi), k
         return best

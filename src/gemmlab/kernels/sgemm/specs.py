@@ -7,7 +7,7 @@ Every kernel has the signature
 with row-major contiguous A (MxK), B (KxN), C (MxN) (rung 13 adds a split-K workspace pointer).
 Constraints mirror the kernels' static_asserts so a bad configuration is refused before NVRTC
 runs. Registration order is ladder order: rungs 1-6, the seeds' variants, rungs 7-9 and 11,
-rungs 10, 12, 13.
+rungs 10, 12, 13, 14.
 """
 from __future__ import annotations
 
@@ -514,4 +514,60 @@ HOPPER_SIMT = KernelSpec(
     geometry=_swizzled_grid,
 )
 
-register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT)
+
+
+# ================================================================================================
+# Rung 14
+# ================================================================================================
+
+def _bigtile_lanes(v) -> int:
+    return (v["WM"] // v["TM"]) * (v["WN"] // v["TN"])
+
+
+BIGTILE = KernelSpec(
+    name="bigtile", op="sgemm", rung=14, title="cuBLAS-class SIMT kernel",
+    idea="cuBLAS's FP32 kernel shape (128x256x8 or 256x128x8 tiles, 8x16 outputs a thread in strided float4 "
+         "chunks, 3 stages): straight-line predicated copies, A loaded a tile ahead, the barrier inside the last K-step",
+    source="sgemm/14_bigtile.cu", entry="gemmlab::sgemm_bigtile", seed="gemmlab",
+    # Defaults: the fastest of 40 configurations measured at 4096^3 on an H100 (docs/ladder.md):
+    # cuBLAS's 3-stage, BK = 8, 8-warp shape turned to 128x256, with snaking-column FFMA order.
+    params=(Param("BM", 128, (64, 128, 256)), Param("BN", 256, (64, 128, 256)), Param("BK", 8, (8, 16)),
+            Param("WM", 64, (32, 64, 128)), Param("WN", 64, (32, 64, 128)),
+            Param("TM", 8, (4, 8, 16), "a thread's rows, in float4 chunks strided across the warp tile"),
+            Param("TN", 16, (4, 8, 16), "a thread's columns, likewise"), Param("NT", 256, (128, 256)),
+            Param("STAGES", 3, (2, 3, 4)), Param("PADA", 4, (4, 12), "A rows padded to 4 (mod 8) floats"),
+            Param("GROUP", 8, (1, 4, 8, 16)),
+            Param("MINB", 1, (1, 2), "blocks per SM the register allocation must leave room for"),
+            Param("ORDER", 3, (0, 1, 2, 3), "FFMA order: rows, columns, snaking rows, snaking columns"),
+            Param("SPLITK", 0, (0, 1, 2, 4), "K slices; 0 = automatic", template=False)),
+    constraints=(
+        Constraint("NT must be one warp per warp tile: (BM/WM)*(BN/WN)*32",
+                   lambda v: v["BM"] % v["WM"] == 0 and v["BN"] % v["WN"] == 0
+                   and (v["BM"] // v["WM"]) * (v["BN"] // v["WN"]) * 32 == v["NT"]),
+        Constraint("a warp's 32 lanes must tile its warp tile: (WM/TM)*(WN/TN) == 32",
+                   lambda v: v["WM"] % v["TM"] == 0 and v["WN"] % v["TN"] == 0 and _bigtile_lanes(v) == 32),
+        Constraint("TM, TN, BK, BN and PADA must be multiples of 4 (float4)",
+                   lambda v: all(v[p] % 4 == 0 for p in ("TM", "TN", "BK", "BN", "PADA"))),
+        Constraint("the threads must split the A tile evenly in float4s, whole rows at a time",
+                   lambda v: (v["BM"] * v["BK"] // 4) % v["NT"] == 0 and v["NT"] % (v["BK"] // 4) == 0),
+        Constraint("the threads must split the B tile evenly in float4s, whole rows at a time",
+                   lambda v: (v["BN"] * v["BK"] // 4) % v["NT"] == 0 and v["NT"] % (v["BN"] // 4) == 0),
+        Constraint("at most 255 registers: TM*TN accumulators must be <= 128", lambda v: v["TM"] * v["TN"] <= 128),
+        # ~72 registers beyond the accumulators hold the double-buffered fragments and addresses
+        # (8x8 with MINB=2, i.e. 128 registers, spills: measured with `gemmlab compile`).
+        Constraint("MINB blocks of NT threads must leave TM*TN + 72 registers a thread",
+                   lambda v: v["MINB"] >= 1 and v["TM"] * v["TN"] + 72 <= 65536 // (v["NT"] * v["MINB"])),
+        Constraint("STAGES must be >= 2", lambda v: v["STAGES"] >= 2),
+        Constraint("GROUP must be >= 1", lambda v: v["GROUP"] >= 1),
+        Constraint("ORDER must be 0..3", lambda v: 0 <= v["ORDER"] <= 3),
+        Constraint("SPLITK must be >= 0", lambda v: v["SPLITK"] >= 0),
+        Constraint(f"dynamic shared memory must be <= {MAX_DYNAMIC_SMEM} B",
+                   lambda v: _pipeline_smem(v) <= MAX_DYNAMIC_SMEM),
+    ),
+    splitk_reduce=SPLITK_REDUCE,
+    threads=lambda v: v["NT"],
+    block_tile=lambda v: (v["BM"], v["BN"]),
+    geometry=_swizzled_grid,
+)
+
+register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT, BIGTILE)

@@ -1,0 +1,35 @@
+"""scripts/build_dispatch.py --update: re-measured ops replace only theirs in one GPU's table."""
+import importlib.util
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_dispatch.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("build_dispatch", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _entry(op, impl, figure):
+    return {"op": op, "dtype": "fp32", "shape": [64, 64, 64], "candidates": [{"impl": impl, "params": {}, "figure": figure}]}
+
+
+def test_update_replaces_one_op_of_one_gpu():
+    old = [{"gpu": "A", "command": "first", "measured": "d1", "not_measured": ["sgemm x: FAIL", "reduce y: FAIL"],
+            "entries": [_entry("sgemm", "hopper_simt", 1.0), _entry("reduce", "cub", 2.0)]},
+           {"gpu": "B", "command": "b", "measured": "d0", "entries": [_entry("sgemm", "cublas", 3.0)]}]
+    part = {"gpu": "A", "command": "second", "measured": "d2", "not_measured": [],
+            "entries": [_entry("sgemm", "bigtile", 4.0)]}
+    new = _module().updated(old, [part])
+    a, b = new
+    assert [(e["op"], e["candidates"][0]["impl"]) for e in a["entries"]] == [("reduce", "cub"), ("sgemm", "bigtile")]
+    assert a["command"] == "first ; second" and a["measured"] == "d2"
+    assert a["not_measured"] == ["reduce y: FAIL"]  # the sgemm failure was re-measured away
+    assert b == old[1] and old[0]["entries"][0]["candidates"][0]["impl"] == "hopper_simt"  # inputs untouched
+
+
+def test_update_adds_a_gpu_it_does_not_know():
+    part = {"gpu": "C", "command": "c", "measured": "d", "entries": [_entry("sgemm", "bigtile", 1.0)]}
+    assert _module().updated([], [part]) == [part]
