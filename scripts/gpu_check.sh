@@ -60,6 +60,13 @@ for dt in bf16 fp16; do
 done
 (cd "$work" && "$py" -m gemmlab.cli bench --op hgemm --dtype tf32 --impl all --sizes 4096,8192,4097,1000x3000x2000 \
     --db "$out/results.db" --markdown "$work/hgemm_tf32.md" 2>&1) | tee -a "$out/bench.log" || status=1
+# issue 14: B given as NxK (x @ W.T, read in place) and C in the input type, against the same cuBLAS/torch calls
+for variant in "--layout nt" "--out-dtype bf16" "--layout nt --out-dtype bf16"; do
+    tag=$(echo "$variant" | tr -d ' -')
+    (cd "$work" && "$py" -m gemmlab.cli bench --op hgemm --dtype bf16 $variant --impl persistent,cublas,torch \
+        --sizes 4096,8192,1000x3000x2000 --db "$out/results.db" --markdown "$work/hgemm_bf16_$tag.md" 2>&1) \
+        | tee -a "$out/bench.log" || status=1
+done
 cat "$work"/sgemm.md "$work"/reduce.md "$work"/bgemm.md "$work"/hgemm_*.md > "$out/bench.md" 2>/dev/null
 rm -f "$out"/bench_*.txt  # the timestamped batch files repeat bench.log
 fi

@@ -26,7 +26,14 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Write, verify, time and explain GPU GEMM and reduction kernels.")
 OP_HELP = "the op: " + " | ".join(ops.names())
 # Options that only some ops take, and the ops that take them (for a one-line refusal).
-_OP_OPTIONS = {"dtype": ("hgemm",), "n": ("reduce",), "batch": ("bgemm",)}
+_OP_OPTIONS = {"dtype": ("hgemm",), "layout": ("hgemm",), "out_dtype": ("hgemm",), "n": ("reduce",),
+               "batch": ("bgemm",)}
+# --layout: op(A) op(B) in BLAS's letters for row-major arrays (n: as the product uses it, t: given
+# transposed), the names cuBLAS's own GEMM kernels and transa/transb carry; nt is x @ W.T.
+LAYOUT_HELP = ("hgemm: operand layout op(A) op(B): nn (A MxK, B KxN) or nt (B given as its NxK transpose: "
+               "x @ W.T, F.linear's layout; read in place by persistent and tf32_wgmma); default nn")
+OUT_HELP = ("hgemm: the type of C: fp32 (default) or the input type (fp16 | bf16: fp32 accumulation and "
+            "epilogue, rounded to nearest even, as torch.mm writes it; persistent and the baselines)")
 _SHAPE_OPTIONS = ("M", "N", "K", "sizes")
 
 
@@ -36,7 +43,7 @@ def _shape_args(op_name: str, **given) -> ops.ShapeArgs:
     for option, owners in _OP_OPTIONS.items():
         if given.get(option) is not None and op_name not in owners:
             hint = "; use --M/--N/--K or --sizes" if option == "n" else ""
-            raise BadArgumentError(f"--{option} is for --op {' or '.join(owners)}{hint}")
+            raise BadArgumentError(f"--{option.replace('_', '-')} is for --op {' or '.join(owners)}{hint}")
     if op_name == "reduce" and any(given.get(o) is not None for o in _SHAPE_OPTIONS):
         raise BadArgumentError("--M/--N/--K and --sizes are for the GEMM ops; use --n for --op reduce")
     return ops.ShapeArgs(**given)
@@ -114,6 +121,8 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
 def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
            op: str = typer.Option("sgemm", help=OP_HELP),
            dtype: Optional[str] = typer.Option(None, help="hgemm: input type fp16 | bf16 | tf32 (default fp16)"),
+           layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
+           out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help=OUT_HELP),
            n: Optional[str] = typer.Option(None, "--n", help="reduce: element counts (default: the edge-case sweep)"),
            batch: Optional[int] = typer.Option(None, min=1, help="bgemm: batch count of a --M/--N/--K shape"),
            M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
@@ -121,7 +130,8 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
            alpha: float = typer.Option(1.5), beta: float = typer.Option(-0.75),
            params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
     """Verify against fp64 over the op's edge-case sweep (or one --M/--N/--K shape, or --n sizes)."""
-    args = _shape_args(op, M=M, N=N, K=K, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype)
+    args = _shape_args(op, M=M, N=N, K=K, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype, layout=layout,
+                       out_dtype=out_dtype)
     session.verify(op, impl, args, params)
 
 
@@ -129,6 +139,8 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
 def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with the baselines)"),
           op: str = typer.Option("sgemm", help=OP_HELP),
           dtype: Optional[str] = typer.Option(None, help="hgemm: input type fp16 | bf16 | tf32 (default fp16)"),
+          layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
+          out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help=OUT_HELP),
           n: Optional[str] = typer.Option(None, "--n", help="reduce: element counts, e.g. 1024,2^20,2^20+7"),
           batch: Optional[int] = typer.Option(None, min=1, help="bgemm: batch count for --M/--N/--K or --sizes"),
           M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
@@ -154,7 +166,8 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
 
         bench_api(api, sizes, n, markdown)
         return
-    args = _shape_args(op, M=M, N=N, K=K, sizes=sizes, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype)
+    args = _shape_args(op, M=M, N=N, K=K, sizes=sizes, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype,
+                       layout=layout, out_dtype=out_dtype)
     options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check)
     session.bench(op, impl, args, options, params, default_params, db, csv, json_out, markdown)
 

@@ -9,9 +9,21 @@ from dataclasses import dataclass
 from .errors import BadArgumentError
 
 
+# How A and B are given, as BLAS names it for row-major arrays: op(A) op(B), "n" the operand as
+# the product uses it (A MxK, B KxN), "t" given as its transpose (A as KxM, B as NxK). "nt" is
+# x @ W.T, the layout of torch.nn.functional.linear. Which ops and kernels take which: their own
+# rule (hgemm: nn and nt; the others nn).
+LAYOUTS = ("nn", "nt", "tn", "tt")
+# The type of C: fp32 (every op's default), or a 16-bit type (hgemm: the input type, as torch.mm
+# writes it for 16-bit inputs).
+OUT_DTYPES = ("fp32", "fp16", "bf16")
+
+
 @dataclass(frozen=True)
 class GemmProblem:
-    """C (MxN) = alpha * A (MxK) @ B (KxN) + beta * C, all row-major and contiguous."""
+    """C (MxN) = alpha * op(A) @ op(B) + beta * C, row-major and contiguous: A MxK and B KxN as
+    given with layout "nn" (the default); layout "nt" gives B as its transpose, an NxK array.
+    C is `out_dtype` (fp32 unless an op offers another)."""
 
     M: int
     N: int
@@ -19,6 +31,8 @@ class GemmProblem:
     alpha: float = 1.0
     beta: float = 0.0
     dtype: str = "fp32"
+    layout: str = "nn"
+    out_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         for dim in ("M", "N", "K"):
@@ -27,6 +41,16 @@ class GemmProblem:
                 raise BadArgumentError(f"{dim} must be an integer, got {value!r}")
             if value < 1:
                 raise BadArgumentError(f"{dim} must be >= 1, got {value}")
+        if self.layout not in LAYOUTS:
+            raise BadArgumentError(f"layout {self.layout!r} must be one of {', '.join(LAYOUTS)} (op(A) op(B): "
+                                   "n as given, t transposed)")
+        if self.out_dtype not in OUT_DTYPES:
+            raise BadArgumentError(f"out_dtype {self.out_dtype!r} must be one of {', '.join(OUT_DTYPES)}")
+
+    @property
+    def b_transposed(self) -> bool:
+        """B is given as its transpose: an NxK row-major array (K-major B)."""
+        return self.layout[1] == "t"
 
     @property
     def op(self) -> str:

@@ -64,7 +64,8 @@ def test_every_hopper_rung_compiles_for_sm_90a_without_spills(spec):
 
 @pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
 def test_extreme_configurations_compile_without_spills(spec):
-    space = {p.name: p.space for p in spec.params if p.name != "DTYPE"}
+    # the tunables: DTYPE and parameters without a space (B_KMAJOR) are set by the problem
+    space = {p.name: p.space for p in spec.params if p.name != "DTYPE" and p.space}
     tried = 0
     for pick in (min, max):
         values = {**spec.defaults, **{name: pick(s) for name, s in space.items()}}

@@ -29,6 +29,15 @@ def test_cupy_new_output():
     assert _close(C, _ref(A, B))
 
 
+def test_empty_params_mean_the_defaults():
+    """params={} (no overrides) was an unhashable executor-cache key: a TypeError on first use."""
+    rng = cp.random.default_rng(2)
+    A = rng.uniform(-1, 1, (130, 70), dtype=cp.float32)
+    B = rng.uniform(-1, 1, (70, 90), dtype=cp.float32)
+    for impl in ("vectorize", "bigtile", None):
+        assert _close(gemmlab.sgemm(A, B, impl=impl, params={}), _ref(A, B))
+
+
 def test_cupy_in_place_with_alpha_beta_and_non_contiguous_inputs():
     rng = cp.random.default_rng(2)
     A = rng.uniform(-1, 1, (90, 130), dtype=cp.float32).T  # 130x90, transposed view

@@ -9,6 +9,7 @@ prepared launcher. Errors are one BadArgumentError (a ValueError) line.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any, Mapping
 
 from . import calls, core
@@ -41,7 +42,9 @@ def hgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, 
     off by up to ~2^-9 relative; gemmlab.ops.hgemm_check). Otherwise as sgemm: C updated in place
     or a new fp32 C returned, beta == 0 never reads C, torch's rules for empty dimensions, impl=None
     the measured-fastest implementation (gemmlab.explain), naming a rung for a shape it refuses
-    raises BadArgumentError.
+    raises BadArgumentError. B as a torch transposed view (x @ W.T): cuBLAS reads it in place, and
+    so do impl="persistent" and impl="tf32_wgmma" where TMA can describe W's rows (K % 8 == 0,
+    K % 4 for fp32, and N % 4 == 0); other named kernels get a row-major copy.
     """
     return calls.gemm("hgemm", "gemmlab.hgemm", A, B, C, alpha, beta, impl, params)
 
@@ -100,10 +103,14 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
             raise core.BadArgumentError(f"op must be sgemm, hgemm, bgemm or reduce, not {op!r}")
         dims = tuple(int(d) for d in shape)
         dtype = dtype or ("fp32" if op != "hgemm" else "bf16")
-    problem = core.make_problem(op, dtype, dims)
-    choice, _, _ = core.choose(op, problem, dims, impl, params, gpu, arch)
-    if impl is None and op in ("sgemm", "hgemm") and any(calls.torch_layout(A, B)):
-        choice = dispatch.Choice("cublas", {}, core.IN_PLACE_REASON)  # what the call does with them
+    layout = calls.torch_layout(A, B) if op in ("sgemm", "hgemm") else (False, False)
+    problem = core.make_problem(op, dtype, dims, layout)
+    choice, spec, _ = core.choose(op, problem, dims, impl, params, gpu, arch)
+    if any(layout):  # what the call does with transposed views
+        if impl is None:
+            choice = dispatch.Choice("cublas", {}, core.IN_PLACE_REASON)
+        else:
+            choice = replace(choice, reason=f"{choice.reason}; {core.layout_note(spec, problem, layout)}")
     text = dispatch.describe(choice, f"gemmlab.{'reduce_sum' if op == 'reduce' else op}",
                              f"{'x'.join(map(str, dims))} {dtype}", gpu, arch, tuning.describe())
     print(text, file=file or sys.stdout)

@@ -61,10 +61,12 @@ def setup() -> dict:
     return state
 
 
-def compiled_runner(op_name: str, impl: Any, params: Mapping[str, int] | None, dtype: str):
-    """The shared prepared runner of (op, implementation, parameters, dtype), compiled once and
-    its module loaded under the lock (so no two threads load it)."""
-    key = (op_name, impl.name, tuple(sorted((params or {}).items())), dtype)
+def compiled_runner(op_name: str, impl: Any, params: Mapping[str, int] | None, dtype: str, problem=None):
+    """The shared prepared runner of (op, implementation, parameters, dtype, and the problem's
+    operand layout where one is given: hgemm builds its kernel for it), compiled once and its
+    module loaded under the lock (so no two threads load it)."""
+    layout = getattr(problem, "layout", "nn")
+    key = (op_name, impl.name, tuple(sorted((params or {}).items())), dtype, layout)
     runner = _runners.get(key)
     if runner is None:
         from .. import ops
@@ -72,7 +74,8 @@ def compiled_runner(op_name: str, impl: Any, params: Mapping[str, int] | None, d
         with _compile_lock:
             runner = _runners.get(key)
             if runner is None:
-                runner = ops.get(op_name).prepare(impl, params, dtype)
+                op = ops.get(op_name)
+                runner = op.prepare(impl, params, dtype) if problem is None else op.prepare_for(impl, params, problem)
                 if runner.compiled is not None:
                     runner.compiled.kernel()
                     if getattr(runner, "reduce", None) is not None:
@@ -139,18 +142,36 @@ def problem_dtype(op_name: str, problem) -> str:
     return "fp32" if op_name == "reduce" else problem.dtype
 
 
-def make_problem(op_name: str, dtype: str, dims: tuple):
+def layout_letters(layout: tuple[bool, bool]) -> str:
+    """(A transposed, B transposed) -> the problem's layout, op(A) op(B): (False, True) -> "nt"."""
+    return ("t" if layout[0] else "n") + ("t" if layout[1] else "n")
+
+
+def make_problem(op_name: str, dtype: str, dims: tuple, layout: tuple[bool, bool] = (False, False)):
     from ..problem import BatchedGemmProblem, GemmProblem, ReduceProblem
 
     if op_name == "reduce":
         return ReduceProblem(dims[0])
     if op_name == "bgemm":
         return BatchedGemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, batch=dims[3])
-    return GemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, dtype)
+    return GemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, dtype, layout_letters(layout))
 
 
 IN_PLACE_REASON = ("a transposed operand: cuBLAS reads it in place with its transpose flag, where a gemmlab "
                    "kernel needs a row-major copy first (the dispatch table measured row-major operands)")
+
+
+def layout_note(spec, problem, layout: tuple[bool, bool]) -> str:
+    """What a call with the named implementation does with transposed operands (for explain):
+    read them in place, or copy them to row-major first, and why."""
+    if spec.name == "cublas":
+        return "transposed operands read in place (cuBLAS's transpose flags)"
+    if spec.kind != "kernel":
+        return "transposed operands copied to row-major first"
+    from .tma_executors import in_place_refusal
+
+    why = in_place_refusal(spec, problem, layout)
+    return why or "B given transposed (x @ W.T): read in place as NxK, K-major (layout nt)"
 
 
 def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
@@ -158,26 +179,29 @@ def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params
     """A fresh executor (with its Choice in .choice) for one problem shape. With a transposed
     `layout` and no implementation named, cuBLAS: it reads the transposed operand in place,
     where a gemmlab kernel would need a copy first (the dispatch table measured row-major
-    operands). An executor that cannot read the layout in place is a NoInPlaceLayout."""
+    operands). A named kernel reads a transposed B in place where it can (the TMA rungs that
+    take layout nt, e.g. persistent). An executor that cannot read the layout in place is a
+    NoInPlaceLayout, carrying why (the call then copies)."""
     from .. import ops
     from .executors import LayoutNotSupported, NoInPlaceLayout, gemm_executor, reduce_executor
 
-    problem = make_problem(op_name, dtype, dims)
+    problem = make_problem(op_name, dtype, dims, layout)
     forced = any(layout) and impl is None
     choice, spec, chosen = choose(op_name, problem, dims, "cublas" if forced else impl, params)
     op = ops.get(op_name)
+
+    def shared():
+        return compiled_runner(op_name, spec, chosen, dtype, problem if op_name != "reduce" else None)
+
     if any(layout):
         if forced:
             choice = dispatch.Choice("cublas", {}, IN_PLACE_REASON)
         try:
-            executor = gemm_executor(op, op_name, spec, problem, None, None, layout)
+            executor = gemm_executor(op, op_name, spec, problem, shared, None, layout)
         except LayoutNotSupported as exc:
             return NoInPlaceLayout(choice, str(exc))
         executor.choice = choice
         return executor
-
-    def shared():
-        return compiled_runner(op_name, spec, chosen, dtype)
 
     def fresh():
         return op.prepare(spec, chosen, dtype)
@@ -197,7 +221,8 @@ def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, st
     without one are shared by every stream of the thread, so a CUDA graph captured on a side
     stream reuses the executor warmed up on another (nothing is allocated during a capture).
     `layout`: (A transposed, B transposed), operands given as transposed views."""
-    key = (op_name, dtype, dims, impl, tuple(sorted(params.items())) if params else params)
+    # No overrides ({} or None) is one key: a dict is not hashable, and {} means the defaults.
+    key = (op_name, dtype, dims, impl, tuple(sorted(params.items())) if params else None)
     if any(layout):
         key = key + (layout,)
     cache = _thread.executors

@@ -4,49 +4,31 @@ An executor is built once per (implementation, shape, dtype, stream) and then co
 the argument slots that changed and one driver call per launch (cuda/launcher.py):
 - KernelGemm: sgemm, bgemm and the non-TMA hgemm rungs (with the split-K reduction launch and
   its own workspace where the kernel has one);
-- TmaGemm: the TMA hgemm rungs on shapes whose rows are 16-byte multiples (tensor maps encoded
-  again only when a pointer changes);
+- TmaGemm (api/tma_executors.py): the TMA hgemm rungs on shapes whose rows are 16-byte multiples
+  (tensor maps encoded again only when a pointer changes), with a B given transposed (x @ W.T)
+  read in place by the rungs that take layout nt;
 - CublasGemm: cuBLAS called directly: one prepared cublasLtMatmul (cuda/cublaslt.py), else the
-  classic entry points (cuda/cublas.py); the one executor that reads transposed operands in
-  place (NoInPlaceLayout marks a shape whose transposed operands must be copied);
+  classic entry points (cuda/cublas.py); it reads transposed operands in place (NoInPlaceLayout
+  marks a shape whose transposed operands must be copied);
 - KernelReduce: the reduce rungs, every pass prepared, with their own partials and counters;
 - RunnerGemm / RunnerReduce: everything else (Triton and torch baselines, TMA shapes that need
   padded copies or B transposed) through the op's runner - correct, not fast.
 Executors own their buffers, so two executors never share a workspace; one executor runs one
 call at a time. The API keeps them per thread, and an executor with a workspace (owns_workspace)
-per stream too, so two streams never race on one workspace. (Over 300 lines: every executor
-kind in one place, since gemm_executor chooses among them.)
+per stream too, so two streams never race on one workspace.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
-from ..cuda.launch import STATIC_SMEM_LIMIT, allow_dynamic_smem
-from ..cuda.launcher import PreparedLaunch
 from ..errors import BadArgumentError, LaunchError, NoGPUError
-from .operands import ITEMSIZE, Operand, cupy_view
+from .launches import FastGemm, prepared
+from .operands import Operand, cupy_view
+from .tma_executors import TmaGemm, in_place_refusal, tma_fast
 
 GEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr")  # M N K alpha A B beta C
 BGEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "i64", "ptr", "i64", "f32", "ptr", "i64", "i32")
-
-
-class FastGemm:
-    """What the pointer-level GEMM executors share: `run(a, b, c, alpha, beta, stream)` takes raw
-    device pointers; `run_operands` (the generic entry every executor has) unwraps Operands."""
-
-    fast = True
-
-    def run_operands(self, a: Operand, b: Operand, c: Operand, alpha: float, beta: float, stream: int) -> None:
-        self.run(a.ptr, b.ptr, c.ptr, alpha, beta, stream)
-
-
-def prepared(ck, geometry, signature) -> PreparedLaunch:
-    """A PreparedLaunch of compiled kernel `ck` with `geometry` (dynamic shared memory allowed)."""
-    if geometry.shmem > STATIC_SMEM_LIMIT:
-        allow_dynamic_smem(ck, geometry.shmem)
-    return PreparedLaunch(int(ck.kernel().handle), ck.spec.name, geometry.grid, geometry.block, geometry.shmem,
-                          signature, geometry.cluster)
 
 
 class KernelGemm(FastGemm):
@@ -101,58 +83,6 @@ class KernelGemm(FastGemm):
             r_alpha, r_beta, r_c = self._reduce_slots
             r_alpha.value, r_beta.value, r_c.value = alpha, beta, c
             self.reduce.launch(stream)
-
-
-def tma_fast(spec, problem) -> bool:
-    """Whether a TMA rung runs this shape straight from the caller's arrays: every row a
-    16-byte multiple (else padded copies) and B as it is (the tf32 rung wants B transposed)."""
-    item = ITEMSIZE.get(problem.dtype, 4)
-    return ("b_transposed" not in spec.tags and (problem.K * item) % 16 == 0 and (problem.N * item) % 16 == 0
-            and (problem.N * 4) % 16 == 0)
-
-
-class TmaGemm(FastGemm):
-    """A TMA hgemm rung bound to one shape; tensor maps re-encoded only for a new pointer."""
-
-    path = "kernel"
-    owns_workspace = False
-
-    def __init__(self, runner, problem):
-        from ..kernels.hgemm.specs import tma_boxes
-        from ..ops.hgemm_tma import tma_geometry
-
-        spec, params = runner.impl, runner.params
-        self.name = runner.name
-        self.dtype = problem.dtype
-        self.M, self.N, self.K = problem.M, problem.N, problem.K
-        self.boxes = tma_boxes(spec, params)
-        geometry = tma_geometry(runner, problem)
-        self.store_c = "C" in self.boxes
-        maps = ("tmap", "tmap", "tmap") if self.store_c else ("tmap", "tmap")
-        tail = ("ptr", "i32") if self.store_c else ("ptr",)
-        self.launch = prepared(runner.compiled, geometry, maps + ("i32", "i32", "i32", "f32", "f32") + tail)
-        first = len(maps)
-        for i, v in enumerate((self.M, self.N, self.K)):
-            self.launch.set(first + i, v)
-        if self.store_c:
-            self.launch.set(first + 6, self.N)  # ldc: C is dense
-        self._alpha, self._beta, self._c = (self.launch.slots[first + i] for i in (3, 4, 5))
-        self._ptrs = [None, None, None]
-
-    def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
-        item = ITEMSIZE[self.dtype]
-        ptrs = self._ptrs
-        if a != ptrs[0]:
-            self.launch.tmap(0).encode(self.dtype, a, self.M, self.K, self.K * item, self.boxes["A"])
-            ptrs[0] = a
-        if b != ptrs[1]:
-            self.launch.tmap(1).encode(self.dtype, b, self.K, self.N, self.N * item, self.boxes["B"])
-            ptrs[1] = b
-        if self.store_c and c != ptrs[2]:
-            self.launch.tmap(2).encode("fp32", c, self.M, self.N, self.N * 4, self.boxes["C"])
-            ptrs[2] = c
-        self._alpha.value, self._beta.value, self._c.value = alpha, beta, c
-        self.launch.launch(stream)
 
 
 class LayoutNotSupported(Exception):
@@ -315,11 +245,15 @@ def cupy_of(x):
 def gemm_executor(op, op_name: str, impl, problem, shared_runner, fresh_runner,
                   layout: tuple[bool, bool] = (False, False)):
     """The fastest executor that can run `impl` (a registry entry) on `problem`. Fast executors
-    use the shared compiled kernel (`shared_runner()`); the runner path gets a runner of its own
-    (`fresh_runner()`), since runners keep workspaces. A transposed `layout` (A, B given as
-    transposed views) is read in place by cuBLAS only; LayoutNotSupported otherwise."""
+    use the shared compiled kernel (`shared_runner()`, built for the problem's layout); the
+    runner path gets a runner of its own (`fresh_runner()`), since runners keep workspaces. A
+    transposed `layout` (A, B given as transposed views) is read in place by cuBLAS, and a
+    transposed B by the TMA rungs that take layout nt where TMA can describe it;
+    LayoutNotSupported (with the reason) otherwise."""
     if any(layout) and impl.name != "cublas":
-        raise LayoutNotSupported(f"{impl.name} reads row-major operands only")
+        why = in_place_refusal(impl, problem, layout) if impl.kind == "kernel" else ""
+        if impl.kind != "kernel" or why:
+            raise LayoutNotSupported(why or f"{impl.name} reads row-major operands only")
     if impl.kind != "kernel":
         if impl.name == "cublas":
             return CublasGemm(problem, op_name, layout)

@@ -1,5 +1,8 @@
 """cuBLAS called directly (ctypes), for the API's library path: one handle per thread, its own
-workspace, host pointer mode, default math (no TF32 unless the call asks for it).
+workspace, host pointer mode, default math (no TF32 unless the call asks for it) with reduced-precision
+reductions disallowed: a GemmEx with a 16-bit C may otherwise sum split-K partials in 16 bits,
+which breaks the fp32-accumulation contract the hgemm kernels are verified against (an fp32 C is
+unaffected: its reductions are fp32 either way).
 
 Why not CuPy's cublas wrappers here: they rebind the handle to CuPy's current stream on every
 call, so a torch caller would have to enter a CuPy stream context around each one (microseconds
@@ -8,7 +11,9 @@ handle per thread (cuBLAS handles must not be used by two threads at once) avoid
 library is the one CuPy and PyTorch load, located by cuda.pathfinder.
 
 Row-major C (MxN) = A (MxK) @ B (KxN) is column-major C^T = B^T @ A^T: every call passes B
-first, with N, M, K and the row lengths as leading dimensions.
+first, with N, M, K and the row lengths as leading dimensions. A B given as its transpose (an
+NxK row-major array, trans_b) is, read column-major, B itself (KxN, leading dimension K): the
+first operand then takes CUBLAS_OP_T.
 """
 from __future__ import annotations
 
@@ -22,10 +27,12 @@ _lib = None
 _thread = threading.local()
 
 OP_N = 0
+OP_T = 1
 COMPUTE_32F = 68
 COMPUTE_32F_FAST_TF32 = 77
 GEMM_DEFAULT = -1
-DATA_TYPES = {"fp32": 0, "tf32": 0, "fp16": 2, "bf16": 14}  # cudaDataType of A and B
+MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16  # cublasMath_t flag, OR-ed onto CUBLAS_DEFAULT_MATH (0)
+DATA_TYPES = {"fp32": 0, "tf32": 0, "fp16": 2, "bf16": 14}  # cudaDataType of A and B (and of a 16-bit C)
 WORKSPACE_BYTES = 32 << 20  # what cuBLAS asks for on Hopper; also lets CUDA graphs capture calls
 
 
@@ -73,7 +80,7 @@ class Handle:
         lib = library()
         self.handle = ctypes.c_void_p()
         check(lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
-        check(lib.cublasSetMathMode(self.handle, 0), "cublasSetMathMode")
+        check(lib.cublasSetMathMode(self.handle, MATH_DISALLOW_REDUCED_PRECISION_REDUCTION), "cublasSetMathMode")
         self.workspace = ctypes.c_uint64()
         err = driver().cuMemAlloc_v2(ctypes.byref(self.workspace), WORKSPACE_BYTES)
         if err:
@@ -115,7 +122,8 @@ class PreparedGemm:
     (cublasSgemmStridedBatched). The handle is the calling thread's, looked up on each call.
     """
 
-    def __init__(self, kind: str, M: int, N: int, K: int, dtype: str = "fp32", batch: int = 1):
+    def __init__(self, kind: str, M: int, N: int, K: int, dtype: str = "fp32", batch: int = 1,
+                 trans_b: bool = False, out_dtype: str = "fp32"):
         library()
         global _raw
         if _raw is None:
@@ -127,6 +135,8 @@ class PreparedGemm:
         self._handle = ctypes.c_void_p(0)
         self._alpha_ptr, self._beta_ptr = ctypes.c_void_p(0), ctypes.c_void_p(0)
         n_n = (i(OP_N), i(OP_N), i(N), i(M), i(K))
+        if (trans_b or out_dtype != "fp32") and kind != "ex":
+            raise ValueError(f"trans_b and a 16-bit C are taken by the GemmEx kind only, not {kind!r}")
         if kind == "sgemm":
             self._fn = _raw.cublasSgemm_v2
             tail = (self._alpha_ptr, self.b, i(N), self.a, i(K), self._beta_ptr, self.c, i(N))
@@ -134,8 +144,11 @@ class PreparedGemm:
             t = i(DATA_TYPES[dtype])
             compute = COMPUTE_32F_FAST_TF32 if dtype == "tf32" else COMPUTE_32F
             self._fn = _raw.cublasGemmEx
-            tail = (self._alpha_ptr, self.b, t, i(N), self.a, t, i(K), self._beta_ptr, self.c, i(0), i(N),
-                    i(compute), i(GEMM_DEFAULT))
+            if trans_b:  # B's NxK array read column-major is KxN with leading dimension K
+                n_n = (i(OP_T), i(OP_N), i(N), i(M), i(K))
+            # C's type: fp32, or 16-bit (compute and the fp32 alpha/beta unchanged; one rounding)
+            tail = (self._alpha_ptr, self.b, t, i(K if trans_b else N), self.a, t, i(K), self._beta_ptr, self.c,
+                    i(DATA_TYPES[out_dtype]), i(N), i(compute), i(GEMM_DEFAULT))
         elif kind == "batched":
             self._fn = _raw.cublasSgemmStridedBatched
             tail = (self._alpha_ptr, self.b, i(N), ll(K * N), self.a, i(K), ll(M * K), self._beta_ptr, self.c, i(N),
@@ -168,10 +181,11 @@ def sgemm(M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: 
 
 
 def gemm_ex(dtype: str, M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: int,
-            stream: int) -> None:
-    """Row-major fp32 C = alpha*A@B + beta*C with A and B fp16, bf16 (fp32 accumulation), or fp32
-    read as tf32 (dtype "tf32")."""
-    PreparedGemm("ex", M, N, K, dtype)(alpha, a, b, beta, c, stream)
+            stream: int, trans_b: bool = False, out_dtype: str = "fp32") -> None:
+    """Row-major C = alpha*A@B + beta*C with A and B fp16, bf16 (fp32 accumulation), or fp32
+    read as tf32 (dtype "tf32"); trans_b: `b` holds B's NxK transpose (x @ W.T); C fp32, or
+    (out_dtype) fp16/bf16."""
+    PreparedGemm("ex", M, N, K, dtype, trans_b=trans_b, out_dtype=out_dtype)(alpha, a, b, beta, c, stream)
 
 
 def sgemm_strided_batched(batch: int, M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: int,

@@ -127,7 +127,7 @@ def run_point(impl: Any, problem, stream, options: BenchOptions, inputs=None,
         if reason:  # refused before compiling: one clear line in the failures table
             result.reason = reason
             return result
-        runner = op.prepare(impl, params, problem.dtype)
+        runner = op.prepare_for(impl, params, problem)
         result.params, result.resources = runner.params, runner.resources
         op.annotate(result, runner)
         if options.check:
@@ -176,7 +176,8 @@ def verify_sweep(impls: Iterable[Any], problems: Iterable[Any], params: Mapping[
                  on_result: Callable[[Point], None] | None = None, host_data: bool = False,
                  special: bool = True) -> list[Point]:
     """Verification only (no timing), for `gemmlab verify`, the GPU tests and the sanitizer runs.
-    One runner per implementation (compiled once; problems of one dtype), one point per problem
+    One runner per implementation and runner key (compiled once: the problem's dtype, and
+    whatever else the op builds a kernel for, e.g. hgemm's layout), one point per problem
     (a plain int is a sum of that many elements);
     a GemmlabError becomes that point's ERROR, a LaunchError ends the sweep (the context is gone).
     host_data: inputs made by NumPy and copied, so that only gemmlab's kernels run (sanitizer);
@@ -187,7 +188,7 @@ def verify_sweep(impls: Iterable[Any], problems: Iterable[Any], params: Mapping[
     problems = [ReduceProblem(p) if isinstance(p, int) else p for p in problems]  # an int: n elements
     results = []
     for impl in impls:
-        runner = None
+        runners: dict = {}
         for problem in problems:
             op = ops.of(problem)
             point = Point(impl.name, impl.kind, problem, "ERROR", params=dict((params or {}).get(impl.name, {})))
@@ -195,8 +196,10 @@ def verify_sweep(impls: Iterable[Any], problems: Iterable[Any], params: Mapping[
                 reason = op.refusal(impl, problem)
                 if reason:
                     raise GemmlabError(reason)
+                key = op.runner_key(problem)
+                runner = runners.get(key)
                 if runner is None:
-                    runner = op.prepare(impl, point.params, problem.dtype)
+                    runner = runners[key] = op.prepare_for(impl, point.params, problem)
                 point.params, point.resources = runner.params, runner.resources
                 op.annotate(point, runner)
                 point.verdict, point.seed = verify_runner(runner, problem, stream, host_data=host_data,

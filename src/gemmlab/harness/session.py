@@ -109,7 +109,7 @@ def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, p
     options.tuned = {} if default_params else tuned_params(store, gpu, impls, problems, chosen)
     results = record_and_report(impls, problems, options, store=store, run_id=run_id, command=command, db=db,
                                 csv=csv, json_out=json_out, markdown=markdown, batch_prefix=op.batch_prefix(dtype),
-                                header=op.header(dtype),
+                                header=op.header_for(args),
                                 describe=lambda r: f"{r.impl} {op.label(r.problem)}")
     raise_on_failure(results)  # exit 1 after everything is stored and shown
 

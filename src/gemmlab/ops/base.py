@@ -51,6 +51,8 @@ class ShapeArgs:
     alpha: float = 1.0
     beta: float = 0.0
     dtype: str | None = None
+    layout: str | None = None  # hgemm: op(A) op(B), "nn" or "nt" (B given as NxK)
+    out_dtype: str | None = None  # hgemm: the type of C, fp32 or the 16-bit input type
 
     @property
     def one_gemm(self) -> bool:
@@ -154,6 +156,15 @@ class Op:
         """A runner: `impl` compiled for this device (or a usable baseline), ready to enqueue."""
         raise NotImplementedError
 
+    def prepare_for(self, impl: Any, params: Mapping[str, int] | None, problem):
+        """A runner for `problem`: prepare() with the problem's dtype. An op whose kernels are built
+        for more of the problem than its dtype (hgemm: the operand layout) says so here."""
+        return self.prepare(impl, params, problem.dtype)
+
+    def runner_key(self, problem) -> Any:
+        """What a runner made by prepare_for is specific to: problems with equal keys share one."""
+        return problem.dtype
+
     def measure_order(self, impls: Iterable[Any]) -> list:
         """The order a bench measures in: the shares' references first, so later rows can use them."""
         impls = list(impls)
@@ -203,6 +214,10 @@ class Op:
 
     def header(self, dtype: str) -> tuple[str, ...]:
         return ()
+
+    def header_for(self, args: ShapeArgs) -> tuple[str, ...]:
+        """The header lines of a bench run with these options (the op's header for their dtype)."""
+        return self.header(self.check_dtype(args.dtype))
 
     def batch_prefix(self, dtype: str) -> str:
         return f"bench_{self.name}"

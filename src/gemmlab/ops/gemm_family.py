@@ -40,10 +40,11 @@ class Verdict:
 
 
 def compare_gemm(C, A, B, C0, alpha: float, beta: float, *, to_f64, elementwise_factor: float,
-                 tol: float) -> Verdict:
+                 tol: float, c_to_f64=None, floor: float = 1e-30) -> Verdict:
     """The comparison every GEMM op shares, given how to read its inputs as fp64
-    (`to_f64(x, xp)`) and its two bounds: the elementwise factor times
-    |alpha| |A| @ |B| + |beta| |C0|, and the normwise tolerance."""
+    (`to_f64(x, xp)`; C and C0 through `c_to_f64`, else as plain numbers) and its two bounds: the
+    elementwise factor times |alpha| |A| @ |B| + |beta| |C0| (plus `floor`, an absolute term for
+    an output type with a coarse underflow, e.g. fp16's subnormals), and the normwise tolerance."""
     M, K = A.shape
     N = B.shape[1]
     all_host = all(isinstance(x, np.ndarray) for x in (A, B, C))
@@ -54,13 +55,14 @@ def compare_gemm(C, A, B, C0, alpha: float, beta: float, *, to_f64, elementwise_
         import cupy as xp
 
         get = lambda x: x  # noqa: E731
+    c_f64 = c_to_f64 or (lambda x, xp_: xp_.asarray(x, dtype=xp_.float64))
     a = to_f64(get(A), xp)
     b = to_f64(get(B), xp)
-    c = xp.asarray(get(C), dtype=xp.float64)
+    c = c_f64(get(C), xp)
     ref = alpha * (a @ b)
     bound = abs(alpha) * (xp.abs(a) @ xp.abs(b))
     if beta != 0.0:
-        c0 = xp.asarray(get(C0), dtype=xp.float64)
+        c0 = c_f64(get(C0), xp)
         ref += beta * c0
         bound += abs(beta) * xp.abs(c0)
     # The size a sum of K random-sign terms keeps: where the result cancels to nearly nothing
@@ -68,7 +70,7 @@ def compare_gemm(C, A, B, C0, alpha: float, beta: float, *, to_f64, elementwise_
     # the cancelled result. For random data ||ref|| exceeds it (sqrt(K)/3 against sqrt(K)/4 per
     # element), so the test is unchanged there and a dropped K-tile still fails it.
     scale = float(xp.linalg.norm(bound)) / math.sqrt(K + 1)
-    bound = elementwise_factor * bound + 1e-30
+    bound = elementwise_factor * bound + floor
 
     nan_count = int(xp.count_nonzero(~xp.isfinite(c)))
     if nan_count:

@@ -38,6 +38,17 @@ biased (every magnitude shrinks, by ~2^-11 on average), so the normwise error is
 K ~ 500,000) or an output rounded to bf16.
 NaN or inf anywhere fails: with beta == 0 C starts as NaN, so an unwritten element, or a kernel
 that reads C although beta == 0, leaves a NaN behind.
+A 16-bit C (the input type, as torch.mm writes it; rung 5 with OUT16). The kernel computes
+alpha * acc + beta * C0 in fp32 as before, then rounds once to nearest even, which adds a relative
+error of at most u (2^-11 for fp16, 2^-8 for bf16) of the fp32 value. So, with f and t the
+fp32-output factor and tolerance above and ref the fp64 result (|ref| <= the bound's sum):
+   elementwise: |C - ref| <= (f (1 + u) + u) * (|alpha| |A| @ |B| + |beta| |C0|) + floor
+   normwise:    ||C - ref||_F / ||ref||_F <= t (1 + u) + u
+floor = 2^-25 for fp16 (half the spacing of its subnormals, where the relative bound does not
+hold) and nothing to speak of for bf16 (fp32's exponent range). C0 is itself 16-bit (random
+values rounded, or NaN when beta == 0) and read exactly. These bounds state the price of the
+16-bit result; what they no longer resolve (the rounding mode: truncation stays within 2u of an
+element) the GPU tests check exactly, at K = 1, where the fp32 result is the exact product.
 """
 from __future__ import annotations
 
@@ -50,16 +61,18 @@ from .gemm_family import Verdict, compare_gemm
 U_TC = 2.0 ** -22  # the elementwise bound's unit roundoff (2 x truncation's 2^-23)
 TF32_PRODUCT = 2.0 ** -9 + 2.0 ** -20  # relative error of a product of two tf32-truncated inputs
 DTYPES = ("fp16", "bf16", "tf32")
+OUT_U = {"fp32": 0.0, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}  # unit roundoff of C's own rounding
+OUT_FLOOR = {"fp32": 1e-30, "fp16": 2.0 ** -25, "bf16": 1e-30}  # absolute slack: fp16's subnormal spacing / 2
 
 
-def normwise_tolerance(K: int, dtype: str = "fp16") -> float:
-    if dtype == "tf32":
-        return 2.0 ** -8
-    return max(2e-5, K * 2.0 ** -25)
+def normwise_tolerance(K: int, dtype: str = "fp16", out: str = "fp32") -> float:
+    t = 2.0 ** -8 if dtype == "tf32" else max(2e-5, K * 2.0 ** -25)
+    return t * (1.0 + OUT_U[out]) + OUT_U[out]
 
 
-def elementwise_factor(K: int, dtype: str = "fp16") -> float:
-    return (K + 2) * U_TC + (TF32_PRODUCT if dtype == "tf32" else 0.0)
+def elementwise_factor(K: int, dtype: str = "fp16", out: str = "fp32") -> float:
+    f = (K + 2) * U_TC + (TF32_PRODUCT if dtype == "tf32" else 0.0)
+    return f * (1.0 + OUT_U[out]) + OUT_U[out]
 
 
 # -- rounding to the input dtype (xp: numpy or cupy) ---------------------------------------
@@ -87,31 +100,45 @@ def decode(x16, dtype: str, xp=np):
         return x16.astype(xp.float64)
     if dtype == "bf16":
         return (x16.astype(xp.uint32) << 16).view(xp.float32).astype(xp.float64)
-    if dtype == "tf32":
+    if dtype in ("tf32", "fp32"):
         return x16.astype(xp.float64)
     raise ValueError(f"dtype must be one of {DTYPES}, not {dtype!r}")
 
 
+def poison(shape, out: str, xp=np):
+    """C's starting value when beta == 0: NaN in C's storage (bf16: the quiet-NaN bits 0x7FC0)."""
+    if out == "bf16":
+        return xp.full(shape, 0x7FC0, dtype=xp.uint16)
+    return xp.full(shape, xp.nan, dtype=xp.float16 if out == "fp16" else xp.float32)
+
+
 def make_inputs(problem: GemmProblem, seed: int, xp=None):
-    """Fresh uniform [-1, 1) values rounded to problem.dtype: A16, B16 (16-bit storage), C0
-    (fp32: random when beta != 0, else NaN). On the GPU with CuPy unless xp=numpy is given."""
+    """Fresh uniform [-1, 1) values rounded to problem.dtype: A16, B16 (16-bit storage; B is KxN,
+    or NxK when the layout gives it transposed), C0 (in problem.out_dtype's storage: random values
+    rounded to it when beta != 0, else NaN). On the GPU with CuPy unless xp=numpy is given."""
     if xp is None:
         import cupy as xp
     rng = xp.random.default_rng(seed)
     A = round_to(rng.uniform(-1.0, 1.0, (problem.M, problem.K)).astype(xp.float32), problem.dtype, xp)
-    B = round_to(rng.uniform(-1.0, 1.0, (problem.K, problem.N)).astype(xp.float32), problem.dtype, xp)
+    b_shape = (problem.N, problem.K) if problem.b_transposed else (problem.K, problem.N)
+    B = round_to(rng.uniform(-1.0, 1.0, b_shape).astype(xp.float32), problem.dtype, xp)
+    out = problem.out_dtype
     if problem.beta != 0.0:
         C0 = rng.uniform(-1.0, 1.0, (problem.M, problem.N)).astype(xp.float32)
+        if out != "fp32":
+            C0 = round_to(C0, out, xp)
     else:
-        C0 = xp.full((problem.M, problem.N), xp.nan, dtype=xp.float32)
+        C0 = poison((problem.M, problem.N), out, xp)
     return A, B, C0
 
 
-def compare(C, A16, B16, C0, alpha: float, beta: float, dtype: str) -> Verdict:
-    """Check C (fp32, device or host) against the fp64 product of the same 16-bit inputs."""
+def compare(C, A16, B16, C0, alpha: float, beta: float, dtype: str, out: str = "fp32") -> Verdict:
+    """Check C (fp32, or `out`'s 16-bit storage; device or host) against the fp64 product of the
+    same 16-bit inputs."""
     K = A16.shape[1]
     return compare_gemm(C, A16, B16, C0, alpha, beta, to_f64=lambda x, xp: decode(x, dtype, xp),
-                        elementwise_factor=elementwise_factor(K, dtype), tol=normwise_tolerance(K, dtype))
+                        elementwise_factor=elementwise_factor(K, dtype, out), tol=normwise_tolerance(K, dtype, out),
+                        c_to_f64=lambda x, xp: decode(x, out, xp), floor=OUT_FLOOR[out])
 
 
 # The odd-shape sweep (verify.py's, for the rungs that take any shape) and the aligned sweep
@@ -128,5 +155,7 @@ ALIGNED_SHAPES: tuple[tuple[int, int, int], ...] = (
 SWEEP_SCALARS: tuple[tuple[float, float], ...] = ((1.0, 0.0), (1.5, -0.75))
 
 
-def sweep_problems(dtype: str, shapes=SWEEP_SHAPES, scalars=SWEEP_SCALARS) -> list[GemmProblem]:
-    return [GemmProblem(M, N, K, alpha, beta, dtype) for (M, N, K) in shapes for (alpha, beta) in scalars]
+def sweep_problems(dtype: str, shapes=SWEEP_SHAPES, scalars=SWEEP_SCALARS, layout: str = "nn",
+                   out: str = "fp32") -> list[GemmProblem]:
+    return [GemmProblem(M, N, K, alpha, beta, dtype, layout, out) for (M, N, K) in shapes
+            for (alpha, beta) in scalars]

@@ -14,6 +14,18 @@
   compare timings at alpha = 1, beta = 0.
 For tf32 (fp32 inputs) the same call runs on fp32 tensors with PyTorch's TF32 switch on for
 the call only (cuBLAS TF32 tensor-core GEMM, CUBLAS_COMPUTE_32F_FAST_TF32), then switched back.
+Layout nt (B given as its NxK transpose): both read that array in place, as the kernels do -
+cuBLAS with its transpose flag on B (CUBLAS_OP_T), torch as torch.mm(a, bt.t()) (a transposed
+view, which torch hands to cuBLAS with the same flag) - so every row times the same product of
+the same memory.
+C in the input type (--out-dtype fp16|bf16): cuBLAS with that C type (fp32 compute and scaling,
+one rounding), torch as plain torch.mm(a, b, out=c) - torch's default for 16-bit inputs - or, with
+alpha != 1 or beta != 0, c.addmm_(a, b, beta=, alpha=): one cuBLAS call that scales in fp32 and
+rounds once, as the kernel does (mm followed by a scaling would round twice). Both with
+reduced-precision reductions disallowed (torch's allow_fp16/bf16_reduced_precision_reduction off
+for the call, cuBLAS's handle in CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION): otherwise
+cuBLAS may add split-K partials in 16 bits, a different contract from fp32 accumulation, and the
+same bounds would not hold.
 """
 from __future__ import annotations
 
@@ -61,6 +73,29 @@ class _tf32_matmul:
         return False
 
 
+class _full_reduction:
+    """PyTorch's fp16/bf16 matmuls with fp32 reductions only (no 16-bit split-K sums) for the
+    `with` block, both switches restored afterwards."""
+
+    NAMES = ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
+
+    def __enter__(self):
+        import torch
+
+        self.matmul = torch.backends.cuda.matmul
+        self.saved = [getattr(self.matmul, n, None) for n in self.NAMES]
+        for n, v in zip(self.NAMES, self.saved):
+            if v is not None and v is not False:
+                setattr(self.matmul, n, False)
+        return self
+
+    def __exit__(self, *exc):
+        for n, v in zip(self.NAMES, self.saved):
+            if v is not None and v is not False:
+                setattr(self.matmul, n, v)
+        return False
+
+
 _out_ok = [True]  # torch.mm(..., out_dtype=, out=) works; else a copy after the call
 
 
@@ -69,6 +104,17 @@ def _enqueue(problem, A, B, C, handle: int) -> None:
 
     with torch.cuda.stream(torch_stream(handle)), _tf32_matmul(problem.dtype == "tf32"):
         a, b, c = torch_views(A, B, C, bf16=problem.dtype == "bf16")
+        if problem.b_transposed:  # B holds the NxK transpose: a view, no copy
+            b = b.t()
+        if problem.out_dtype != "fp32":  # C in the input type, as torch.mm writes it
+            if problem.out_dtype == "bf16":
+                c = c.view(torch.bfloat16)  # bf16 bits held as uint16
+            with _full_reduction():
+                if problem.beta == 0.0 and problem.alpha == 1.0:
+                    torch.mm(a, b, out=c)
+                else:  # beta == 0: C ignored (torch's rule), its NaN poison cannot leak in
+                    c.addmm_(a, b, beta=problem.beta, alpha=problem.alpha)
+            return
         if problem.dtype == "tf32":  # fp32 tensors: the output is fp32 already
             if problem.beta == 0.0:
                 torch.mm(a, b, out=c)
@@ -96,13 +142,13 @@ def _cublas_enqueue(problem, A, B, C, handle: int) -> None:
     from ..cuda import cublas
 
     cublas.gemm_ex(problem.dtype, problem.M, problem.N, problem.K, problem.alpha, A.data.ptr, B.data.ptr,
-                   problem.beta, C.data.ptr, handle)
+                   problem.beta, C.data.ptr, handle, trans_b=problem.b_transposed, out_dtype=problem.out_dtype)
 
 
-CUBLAS = Baseline("cublas", "hgemm", "cuBLAS GemmEx (fp32 C)",
-                  "the vendor library: fp16/bf16 inputs, fp32 accumulate, fp32 output, one call",
+CUBLAS = Baseline("cublas", "hgemm", "cuBLAS GemmEx (fp32 C, or the input type)",
+                  "the vendor library: fp16/bf16 inputs, fp32 accumulate, fp32 (or fp16/bf16) output, one call",
                   lambda: "", _cublas_enqueue)
-TORCH = Baseline("torch", "hgemm", "torch.mm (out_dtype=float32)",
-                 "PyTorch's matmul with an fp32 output (cuBLAS)", _reason, _enqueue)
+TORCH = Baseline("torch", "hgemm", "torch.mm (out_dtype=float32, or the input type)",
+                 "PyTorch's matmul with an fp32 (or fp16/bf16) output (cuBLAS)", _reason, _enqueue)
 
 register(CUBLAS, TORCH)

@@ -1,5 +1,6 @@
 """Launching the TMA rungs (3-6): tensor maps over the operands, row-stride padding where a
-row is not a multiple of 16 bytes (TMA's rule), B transposed for tf32.
+row is not a multiple of 16 bytes (TMA's rule), B transposed where a kernel reads it K-major
+(tf32) but the problem gives it KxN; a B given as NxK (layout nt) is read in place.
 
 A tensor map describes a 2-D tensor by its logical size and its row stride, so padding needs
 no zeros: the operand is copied into a buffer with a wider row stride and the map keeps the
@@ -83,19 +84,30 @@ class TmaOperands:
             view[...] = src
         return buf if rows == 1 else view
 
-    def prepare(self, problem: GemmProblem, A, B, C, pads: bool, transpose_b: bool, stream_handle: int):
+    def prepare(self, problem: GemmProblem, A, B, C, pads: bool, kmajor_b: bool, stream_handle: int,
+                name: str = "this kernel"):
         """(A view, B view, C view, copy_back) with 16-byte row strides; copy_back() (or None)
-        moves a padded C back. Without `pads`, unaligned rows are refused (the harness checked)."""
+        moves a padded C back. Without `pads`, unaligned rows are refused (the harness checked).
+        kmajor_b: the kernel reads B^T (NxK): B itself when the problem gives it so (layout nt),
+        else a transposed copy; otherwise B as KxN."""
         from ..cuda.device import cupy_stream
+        from ..kernels.hgemm.specs import kmajor_b_rule
 
         M, N, K = problem.M, problem.N, problem.K
+        if problem.b_transposed and not kmajor_b:  # the runner's layout check makes this unreachable
+            raise BadArgumentError(f"{name} reads B as KxN; this problem gives it as NxK (layout nt)")
         with cupy_stream(stream_handle):
             a = A
             if not _aligned(K, A.itemsize):
                 if not pads:
                     raise BadArgumentError(f"K = {K}: rows of A are not a multiple of 16 bytes")
                 a = self._padded("A", A, M, K)
-            if transpose_b:  # B^T, NxK, rows of K elements
+            if kmajor_b and problem.b_transposed:  # B^T as given: in place where TMA can describe it
+                reason = kmajor_b_rule(problem)
+                if reason and not pads:
+                    raise BadArgumentError(f"{name} {reason}")
+                b = self._padded("Bt", B, N, K) if reason else B
+            elif kmajor_b:  # B^T, NxK, rows of K elements, from a KxN B
                 b = self._padded("Bt", B.T, N, K)
             elif not _aligned(N, B.itemsize):
                 if not pads:
@@ -163,13 +175,13 @@ def tma_geometry(runner, problem: GemmProblem):
 def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     """Enqueue a TMA rung: maps for A, B (and C), then the kernel, then C's copy back if padded."""
     from ..cuda.launch import launch_kernel
-    from ..kernels.hgemm.specs import tma_boxes
+    from ..kernels.hgemm.specs import b_kmajor, tma_boxes
 
     spec, params = runner.impl, runner.params
     if getattr(runner, "_tma_operands", None) is None:
         runner._tma_operands = TmaOperands()
-    a, b, c, copy_back = runner._tma_operands.prepare(problem, A, B, C, "pads" in spec.tags,
-                                                      "b_transposed" in spec.tags, int(stream.handle))
+    a, b, c, copy_back = runner._tma_operands.prepare(problem, A, B, C, "pads" in spec.tags, b_kmajor(spec, params),
+                                                      int(stream.handle), spec.name)
     boxes = tma_boxes(spec, params)
     geometry = tma_geometry(runner, problem)
     scalars = (np.int32(problem.M), np.int32(problem.N), np.int32(problem.K), np.float32(problem.alpha),

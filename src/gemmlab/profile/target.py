@@ -82,7 +82,7 @@ def run(op_name: str, impl_name: str, problem, params: dict, warmup: int, check:
     op = ops.get(op_name)
     impl = select(impl_name, op=op_name)[0]
     stream = device().create_stream()
-    runner = op.prepare(impl, params, problem.dtype)
+    runner = op.prepare_for(impl, params, problem)
     gemm = op_name != "reduce"
     launches = (launches_per_gemm(impl, problem, runner.params) if gemm
                 else launches_per_sum(impl, problem.n, runner.params))

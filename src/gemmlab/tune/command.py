@@ -50,9 +50,10 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
 
         require_dask()
     overrides = parse_param_axes(param)
-    for name, value in fixed.items():  # set by the problem (hgemm's DTYPE): one value
+    for name, value in fixed.items():  # set by the problem (hgemm's DTYPE, B_KMAJOR, OUT16): one value
         if name in overrides and overrides[name] != (value,):
-            raise BadArgumentError(f"--param {name}: set by --dtype {problem.dtype}, not tunable")
+            raise BadArgumentError(f"--param {name}: set by --dtype {problem.dtype} and the problem's layout and C "
+                                   "type (tune times layout nn, fp32 C), not tunable")
         overrides[name] = (value,)
     report = enumerate_space(spec, overrides)
     table = Table(title=f"{impl}: {report.total} points, {len(report.kept)} kept")

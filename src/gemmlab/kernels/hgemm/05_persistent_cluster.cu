@@ -7,23 +7,32 @@
 //   one. Two CTAs of a cluster compute vertically adjacent tiles that need the same B tile: each
 //   loads half of it and multicasts it to both, halving B's L2 traffic. C leaves through shared
 //   memory in swizzled 64x32 chunks stored by TMA, which clips at M and N.
-// Output: fp32 C (alpha * A@B + beta * C; C not read when beta == 0).
+// Output: fp32 C, or (OUT16 = 1) C in the input type, fp16 or bf16, as torch.mm writes it:
+//   alpha * A@B + beta * C in fp32, rounded once to nearest even; C not read when beta == 0.
+// B layout (B_KMAJOR, set from the problem, not tuned): 0 reads a row-major KxN B N-major (the
+//   wgmma transpose bit); 1 reads B given as its transpose, an NxK row-major array (x @ W.T,
+//   torch.nn.functional.linear's weight), K-major like A - in place, no transposing copy.
 // Needs: sm_90a. Any M, N, K: TMA zero-fills loads past the edges and clips stores; rows must
-//   be 16-byte multiples (K % 8, N % 8 for A, B; N % 4 for C), and where they are not the
-//   harness pads A, B and C into aligned copies (counted in the time) - see hgemm/runner.py.
+//   be 16-byte multiples (K % 8 for A and a K-major B, N % 8 for a KxN B, N % 4 for an fp32 C and
+//   N % 8 for a 16-bit one), and where
+//   they are not the harness pads them into aligned copies (counted in the time) - see
+//   ops/hgemm_tma.py.
 // Should move: past rung 4 on large shapes (no per-tile prologue, epilogue hidden under the
 //   next tile's loads, less L2 traffic), toward cuBLAS, which does the same.
 #include "persistent.cuh"
 
 namespace gemmlab {
 
-template <int BF16, int BN, int STAGES, int CM, int GROUP_M>
+// tmB describes B as KxN (B_KMAJOR = 0) or as its NxK transpose (B_KMAJOR = 1); tmC and C are
+// fp32 (OUT16 = 0) or of the input type (OUT16 = 1).
+template <int BF16, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int GROUP_M>
 __global__ void __launch_bounds__(384, 1)
 hgemm_persistent(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmB,
                  const __grid_constant__ hop::TmaMap tmC, int M, int N, int K, float alpha, float beta,
-                 const float* __restrict__ C, int ldc) {
+                 const void* __restrict__ C, int ldc) {
     static_assert(BF16 == 0 || BF16 == 1, "16-bit inputs: 0 fp16, 1 bf16");
-    hop::persistent_gemm<BF16, BN, STAGES, CM, GROUP_M>(tmA, tmB, tmC, M, N, K, alpha, beta, C, ldc);
+    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, GROUP_M>(tmA, tmB, tmC, M, N, K, alpha, beta, C,
+                                                                         ldc);
 }
 
 }  // namespace gemmlab

@@ -190,6 +190,29 @@ __device__ __forceinline__ void cluster_sync() {
 
 // -- epilogue from wgmma accumulators -------------------------------------------------------------
 
+// Two fp32 results -> two 16-bit C elements of KIND (0 fp16, 1 bf16) in one word, `lo` at the
+// lower address: one rounding to nearest even, as cuBLAS rounds a 16-bit C (cvt.rn; overflow
+// goes to inf, NaN stays NaN). cvt puts its first source in the upper half.
+template <int KIND>
+__device__ __forceinline__ unsigned pack_rn(float lo, float hi) {
+    unsigned d;
+    if constexpr (KIND == 1)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+// One 16-bit C element of KIND -> fp32 (exact: every fp16 and bf16 value is an fp32 value).
+template <int KIND>
+__device__ __forceinline__ float load16(const hg::bits16* p) {
+    const hg::bits16 bits = *p;
+    if constexpr (KIND == 1) return __uint_as_float(static_cast<unsigned>(bits) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(bits));
+    return f;
+}
+
 // Element (row, col) of thread `t` (0..127 in its warpgroup) for accumulator index i of an m64nN
 // wgmma: warp t/32 owns rows 16*(t/32)..+15; i walks 8-column groups, 4 values per group.
 __device__ __forceinline__ int acc_row(int t, int i) { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2); }

@@ -19,25 +19,38 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
     tn = r / rows;
 }
 
-// KIND: 0 fp16, 1 bf16 (B row-major KxN, read N-major), 2 tf32 (B given transposed, NxK, read
-// K-major: wgmma has no transpose for 32-bit types). C is fp32, ldc its row stride in elements.
-template <int KIND, int BN, int STAGES, int CM, int GROUP_M>
+// KIND: 0 fp16, 1 bf16, 2 tf32. B_KMAJOR: how tmB describes B and how wgmma reads it -
+//   0: B row-major KxN. Its TMA boxes are 64 K rows x 64 N columns (128-byte rows along N), so
+//      B sits N-major in shared memory and wgmma reads it with the transpose bit set (16-bit only).
+//   1: B given transposed, an NxK row-major array (the layout of x @ W.T, F.linear's weight).
+//      Its TMA boxes are BN/CM N rows x one K tile, the same 128-byte swizzled K rows as A, so B
+//      is K-major in shared memory and wgmma reads it without the transpose bit. Needed for tf32
+//      (wgmma has no transpose for 32-bit types); for fp16/bf16 it reads W in place, no copy.
+// OUT16: the type of C (tmC's and Cin's) - 0: fp32; 1: the 16-bit input type (fp16 or bf16, as
+//   torch.mm writes for 16-bit inputs). Accumulation and the alpha/beta epilogue stay fp32; each
+//   result is rounded once, to nearest even, as cuBLAS does. ldc is C's row stride in elements.
+template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int GROUP_M>
 __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap& tmB, const TmaMap& tmC, int M, int N,
-                                                int K, float alpha, float beta, const float* __restrict__ Cin,
+                                                int K, float alpha, float beta, const void* __restrict__ Cin,
                                                 int ldc) {
     constexpr bool TF32 = KIND == 2;
+    constexpr bool KMAJOR = B_KMAJOR != 0;
     constexpr int EB = TF32 ? 4 : 2;            // bytes per input element
     constexpr int BM = 128, BK = 128 / EB;      // a K tile is one 128-byte swizzled row
     constexpr int KSTEP = 32 / EB;              // wgmma K: 16 (16-bit) or 8 (tf32), 32 bytes
     constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-    constexpr int B_CHUNK = BK * 128;           // 16-bit B: 64 columns x BK rows
-    constexpr int B_PART = BN / CM;             // B columns (16-bit) or rows (tf32) one CTA loads
-    constexpr int C_COLS = 32, C_BUF = 64 * C_COLS * 4;  // a staged C chunk: 64 rows x 128 bytes
+    constexpr int B_CHUNK = BK * 128;           // N-major B: 64 columns x BK rows
+    constexpr int B_PART = BN / CM;             // B columns (N-major) or rows (K-major) one CTA loads
+    // A staged C chunk is 64 rows x 128 bytes (the TMA store's swizzled box): 32 fp32 or 64 16-bit columns
+    constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
     constexpr int CONSUMER_WARPS = 8;
     static_assert(BN == 128 || BN == 256, "BN is 128 or 256 (one wgmma per K step)");
     static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs along M");
-    static_assert(TF32 || B_PART % 64 == 0, "each CTA multicasts whole 64-column chunks of B");
+    static_assert(B_KMAJOR == 0 || B_KMAJOR == 1, "B_KMAJOR is 0 (B is KxN) or 1 (B given as NxK)");
+    static_assert(KMAJOR || !TF32, "tf32 B must be K-major: wgmma has no transpose for 32-bit types");
+    static_assert(KMAJOR || B_PART % 64 == 0, "each CTA multicasts whole 64-column chunks of an N-major B");
     static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+    static_assert(OUT16 == 0 || (OUT16 == 1 && !TF32), "C is fp32, or 16-bit for 16-bit inputs");
 
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
@@ -75,13 +88,13 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     unsigned char* bs = as + A_BYTES;
                     mbar_expect_tx(&full[s], STAGE_BYTES);  // A, and all of B: ours and the peer's
                     tma_load_2d(as, tmA, &full[s], k * BK, m0);
-                    if constexpr (TF32) {
+                    if constexpr (KMAJOR) {  // B_PART N rows x one K tile: our share of B's rows
                         if constexpr (CM > 1)
                             tma_load_2d_multicast(bs + rank * B_PART * 128, tmB, &full[s], k * BK, n0 + rank * B_PART,
                                                   (1 << CM) - 1);
                         else
                             tma_load_2d(bs, tmB, &full[s], k * BK, n0);
-                    } else {
+                    } else {  // 64 x 64 chunks along N, BK rows of K each
 #pragma unroll
                         for (int c = 0; c < B_PART / 64; ++c) {
                             const int chunk = rank * (B_PART / 64) + c;
@@ -126,9 +139,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
 #pragma unroll
                 for (int kk = 0; kk < BK / KSTEP; ++kk) {
                     const unsigned long long da = make_desc(as + kk * 32, 16, 1024);
-                    const unsigned long long db = TF32 ? make_desc(bs + kk * 32, 16, 1024)
-                                                       : make_desc(bs + kk * KSTEP * 128, B_CHUNK, 1024);
-                    wgmma<BN, KIND, TF32 ? 0 : 1>(acc, da, db, (k > 0 || kk > 0) ? 1 : 0);
+                    // K-major B: like A, the next 32 bytes of every 128-byte row; N-major B: the
+                    // next KSTEP rows of each 64-column chunk (chunks B_CHUNK bytes apart)
+                    const unsigned long long db = KMAJOR ? make_desc(bs + kk * 32, 16, 1024)
+                                                         : make_desc(bs + kk * KSTEP * 128, B_CHUNK, 1024);
+                    wgmma<BN, KIND, KMAJOR ? 0 : 1>(acc, da, db, (k > 0 || kk > 0) ? 1 : 0);
                 }
                 wgmma_commit();
                 wgmma_wait<1>();
@@ -139,7 +154,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             fence_operands(acc);
             release((it - 1) % STAGES);
 
-            // Epilogue: 32-column chunks through two swizzled staging buffers, each stored by
+            // Epilogue: C_COLS-column chunks through two swizzled staging buffers, each stored by
             // TMA (which clips rows >= M and columns >= N) while the next one is filled.
 #pragma unroll
             for (int j = 0; j < BN / C_COLS; ++j) {
@@ -148,18 +163,35 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 named_barrier(1 + half, 128);
 #pragma unroll
                 for (int q = 0; q < C_COLS / 4; ++q) {
+                    // A 16-bit chunk holds 64 columns, twice an fp32 one: unfenced, the compiler
+                    // issues all 32 of a thread's beta loads of C at once and, with 128
+                    // accumulators live, spills (ptxas at BN = 256). Ordering the two halves
+                    // keeps 16 loads in flight, as for fp32, and no spill.
+                    if (OUT16 && q == C_COLS / 8) asm volatile("" ::: "memory");
                     const int i = j * (C_COLS / 2) + 2 * q;  // accumulator pair in column chunk j
                     const int r = acc_row(t, i), c = acc_col(t, i) - j * C_COLS;
                     float v0 = alpha * acc[i], v1 = alpha * acc[i + 1];
-                    if (beta != 0.0f) {
+                    if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
                         const int gr = m0 + r, gc = n0 + j * C_COLS + c;
-                        if (gr < M && gc < N) v0 += beta * Cin[(long long)gr * ldc + gc];
-                        if (gr < M && gc + 1 < N) v1 += beta * Cin[(long long)gr * ldc + gc + 1];
+                        const long long at = (long long)gr * ldc + gc;
+                        if constexpr (OUT16) {
+                            const hg::bits16* c16 = static_cast<const hg::bits16*>(Cin);
+                            if (gr < M && gc < N) v0 += beta * load16<KIND>(c16 + at);
+                            if (gr < M && gc + 1 < N) v1 += beta * load16<KIND>(c16 + at + 1);
+                        } else {
+                            const float* c32 = static_cast<const float*>(Cin);
+                            if (gr < M && gc < N) v0 += beta * c32[at];
+                            if (gr < M && gc + 1 < N) v1 += beta * c32[at + 1];
+                        }
                     }
-                    // 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8)
-                    const int byte = c * 4;
-                    *reinterpret_cast<float2*>(buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15)) =
-                        make_float2(v0, v1);
+                    // 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8); the pair
+                    // (c, c + 1), c even, is one 8-byte (fp32) or 4-byte (16-bit) word of it
+                    const int byte = c * CB;
+                    unsigned char* dst = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+                    if constexpr (OUT16)
+                        *reinterpret_cast<unsigned*>(dst) = pack_rn<KIND>(v0, v1);
+                    else
+                        *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
                 }
                 fence_proxy_async();
                 named_barrier(1 + half, 128);

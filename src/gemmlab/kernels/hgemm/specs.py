@@ -5,6 +5,9 @@ Rungs 1-2 have the SGEMM signature with 16-bit inputs,
 row-major contiguous A (MxK), B (KxN), C (MxN); rungs 3-6 (the second section) take TMA tensor
 maps instead of A and B pointers. The first template parameter, DTYPE, is the input type (0:
 fp16, 1: bf16; the tf32 rung has none); the harness sets it from the problem's dtype, it is not tuned.
+Rung 5's second and third, B_KMAJOR and OUT16, are likewise set from the problem's layout (nn: B is
+KxN; nt: B given as its NxK transpose, read in place) and output dtype (fp32, or the 16-bit input
+type); rungs tagged "layout_nt" take layout nt, rungs tagged "out16" a 16-bit C.
 Constraints mirror the kernels' static_asserts; `problem_check` states the shapes a rung
 refuses (rung 2: K % 8 and N % 8, for 16-byte cp.async chunks).
 """
@@ -174,14 +177,20 @@ def persistent_launch(p: GemmProblem, v) -> Launch:
     return Launch(grid=(clusters * cm, 1, 1), block=(384, 1, 1), shmem=persistent_smem(v), cluster=(cm, 1, 1))
 
 
+def b_kmajor(spec: KernelSpec, v) -> bool:
+    """Whether the kernel reads B K-major, from an NxK array (B^T): always for tf32 (wgmma has no
+    transpose for 32-bit types), for rung 5 when its B_KMAJOR flag is set (layout nt)."""
+    return "tf32" in spec.dtypes or bool(v.get("B_KMAJOR", 0))
+
+
 def tma_boxes(spec: KernelSpec, v) -> dict[str, tuple[int, int]]:
-    """(rows, columns) of each operand's TMA box: A 128 x one K tile; B (16-bit, KxN) 64 x 64
-    chunks; B^T (tf32, NxK) BN/CM rows; C 64 x 32 staged chunks (rungs 5-6)."""
-    tf32 = "tf32" in spec.dtypes
-    k_tile = 32 if tf32 else 64
-    boxes = {"A": (BM, k_tile), "B": (v["BN"] // v.get("CM", 1), k_tile) if tf32 else (64, 64)}
-    if "tma_store" in spec.tags:
-        boxes["C"] = (64, 32)
+    """(rows, columns) of each operand's TMA box: A 128 x one K tile; B (KxN, read N-major) 64 x 64
+    chunks; B^T (NxK, read K-major: tf32, or B_KMAJOR) BN/CM rows x one K tile; C 64 x 32 staged
+    chunks (rungs 5-6; 64 x 64 for a 16-bit C)."""
+    k_tile = 32 if "tf32" in spec.dtypes else 64
+    boxes = {"A": (BM, k_tile), "B": (v["BN"] // v.get("CM", 1), k_tile) if b_kmajor(spec, v) else (64, 64)}
+    if "tma_store" in spec.tags:  # 64 rows x 128 bytes: 32 fp32 columns, or 64 of a 16-bit C (OUT16)
+        boxes["C"] = (64, 64) if v.get("OUT16", 0) else (64, 32)
     return boxes
 
 
@@ -219,6 +228,33 @@ WARP_SPECIALIZED = KernelSpec(
 )
 
 
+# -- operand layouts ------------------------------------------------------------------------------
+# A problem's layout is two letters, op(A) op(B) as BLAS names them, for row-major arrays: "n" the
+# operand as the product uses it (A MxK, B KxN), "t" given as its transpose (B as NxK: x @ W.T,
+# torch.nn.functional.linear's weight). Rungs that read layout nt in place carry the tag
+# "layout_nt"; the others refuse it (ops/hgemm.py).
+
+def out16_param() -> Param:
+    """Rung 5's C type flag: set from the problem's output dtype (fp32: 0; the input type: 1), not tuned."""
+    return Param("OUT16", 0, (), "C type, set from the problem (0: fp32, 1: the 16-bit input type)")
+
+
+def b_kmajor_param() -> Param:
+    """Rung 5's B layout flag: set from the problem's layout (nn: 0, nt: 1), never tuned (no space)."""
+    return Param("B_KMAJOR", 0, (), "B layout, set from the problem (0: KxN row-major, 1: given as NxK, nt)")
+
+
+def kmajor_b_rule(p: GemmProblem) -> str:
+    """The TMA rule for reading a K-major B (B^T, NxK row-major) in place: its row pitch, K elements,
+    must be a multiple of 16 bytes (K % 8 == 0 for 16-bit inputs, K % 4 for tf32). "" when it
+    holds, else why (the padding rungs then copy B^T into padded rows, in the timed work)."""
+    item = 4 if p.dtype == "tf32" else 2
+    if (p.K * item) % 16:
+        return (f"reads a K-major B (given as NxK) in place only when K % {16 // item} == 0 (TMA: its row "
+                f"pitch, {item} * K bytes, must be a multiple of 16); {p.shape} has K = {p.K}")
+    return ""
+
+
 def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
     return first + (
         Param("BN", 256, (128, 256), "block tile columns (wgmma N)"),
@@ -242,13 +278,15 @@ def _persistent_constraints() -> tuple[Constraint, ...]:
 PERSISTENT = KernelSpec(
     name="persistent", op="hgemm", rung=5, title="persistent + clusters + TMA multicast + TMA store",
     idea="one CTA per SM loops over tiles in grouped order; 2-CTA clusters share B by TMA multicast; "
-         "C leaves through swizzled shared memory by TMA stores; any shape",
+         "C leaves through swizzled shared memory by TMA stores; any shape; B as KxN or given as NxK (nt)",
     source="hgemm/05_persistent_cluster.cu", entry="gemmlab::hgemm_persistent",
-    params=_persistent_params((dtype_param(),), cm=2),
-    constraints=(dtype_constraint(),)
+    params=_persistent_params((dtype_param(), b_kmajor_param(), out16_param()), cm=2),
+    constraints=(dtype_constraint(),
+                 Constraint("B_KMAJOR must be 0 (B is KxN) or 1 (B given as NxK)", lambda v: v["B_KMAJOR"] in (0, 1)),
+                 Constraint("OUT16 must be 0 (fp32 C) or 1 (C in the input type)", lambda v: v["OUT16"] in (0, 1)))
     + _persistent_constraints(),
     threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
-    geometry=persistent_launch, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent"),
+    geometry=persistent_launch, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "out16"),
 )
 
 TF32_WGMMA = KernelSpec(
@@ -259,7 +297,8 @@ TF32_WGMMA = KernelSpec(
     params=_persistent_params((), cm=1),
     constraints=_persistent_constraints(),
     threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
-    geometry=persistent_launch, arch="sm_90a", dtypes=("tf32",), tags=("tma", "tma_store", "pads", "persistent", "b_transposed"),
+    geometry=persistent_launch, arch="sm_90a", dtypes=("tf32",),
+    tags=("tma", "tma_store", "pads", "persistent", "b_transposed", "layout_nt"),
 )
 
 register(TMA_WGMMA, WARP_SPECIALIZED, PERSISTENT, TF32_WGMMA)

@@ -16,13 +16,6 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool val
                  "r"(valid ? 4 : 0));
 }
 
-// The same with a hint that L2 fetch the whole 128-byte line around src: an operand read in
-// 32-byte pieces a K-tile (A's rows in rung 14) has its next tiles' bytes in L2 already.
-__device__ __forceinline__ void cp_async4_l2(float* dst, const float* src, bool valid) {
-    asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(valid ? 4 : 0));
-}
-
 // Copy `bytes` (0..16) from a 16-byte aligned src into a 16-byte slot, zero-filling the rest.
 __device__ __forceinline__ void cp_async16(float* dst, const float* src, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));

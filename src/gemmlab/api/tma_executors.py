@@ -1,0 +1,107 @@
+"""The API's executor for the TMA hgemm rungs (3-6): tensor maps over the caller's own arrays,
+encoded again only when a pointer changes, and one prepared launch per call.
+
+Layouts. A B given as its transpose (an NxK array: x @ W.T, torch's transposed view of a
+contiguous weight) is read in place by the rungs tagged "layout_nt" (rung 5 built with
+B_KMAJOR = 1, and the tf32 rung, which reads B K-major anyway): the tensor map describes the NxK
+array itself and the kernel's K-major boxes read it, so no transposing copy is made. Where TMA
+cannot describe an operand (rows that are not 16-byte multiples) the executor is not built and
+the caller copies instead (in_place_refusal says why).
+"""
+from __future__ import annotations
+
+from .launches import FastGemm, prepared
+from .operands import ITEMSIZE
+
+
+def tma_fast(spec, problem) -> bool:
+    """Whether a TMA rung runs this shape straight from the caller's arrays: every row a 16-byte
+    multiple (else padded copies) and B as the kernel reads it (the tf32 rung wants B^T: given
+    so in layout nt, else a transposed copy)."""
+    return not _unfit(spec, problem)
+
+
+def _unfit(spec, problem) -> str:
+    """Why the caller's arrays cannot be handed to the kernel as they are ("" when they can)."""
+    from ..kernels.hgemm.specs import kmajor_b_rule
+
+    item = ITEMSIZE.get(problem.dtype, 4)  # tf32: fp32 storage
+    N, K = problem.N, problem.K
+    if problem.b_transposed:
+        reason = kmajor_b_rule(problem)
+        if reason:
+            return f"{spec.name} {reason}"
+    elif "b_transposed" in spec.tags:
+        return f"{spec.name} reads B K-major: a KxN B is transposed into a copy first"
+    elif (N * item) % 16:
+        return f"{spec.name}: rows of B (N = {N}) are not a multiple of 16 bytes (TMA); they are padded"
+    if (K * item) % 16:
+        return f"{spec.name}: rows of A (K = {K}) are not a multiple of 16 bytes (TMA); they are padded"
+    if (N * 4) % 16:
+        return f"{spec.name}: rows of the fp32 C (N = {N}) are not a multiple of 16 bytes (TMA); C is padded"
+    return ""
+
+
+def in_place_refusal(spec, problem, layout: tuple[bool, bool]) -> str:
+    """Why kernel `spec` cannot read operands given in `layout` ((A transposed, B transposed))
+    in place ("" when it can). Only a transposed B, on a rung tagged "layout_nt", on a shape
+    whose rows TMA can describe, is read in place; otherwise the API copies the operand to
+    row-major first."""
+    if layout[0]:
+        return f"{spec.name} reads A row-major only: a transposed A is copied"
+    if "layout_nt" not in spec.tags or "tma" not in spec.tags:
+        return f"{spec.name} reads row-major operands only: a transposed B is copied"
+    reason = _unfit(spec, problem)
+    return f"{reason} - B is copied to row-major instead" if reason else ""
+
+
+class TmaGemm(FastGemm):
+    """A TMA hgemm rung bound to one shape; tensor maps re-encoded only for a new pointer. With
+    layout nt the B map describes the caller's NxK array (B^T), read K-major by the kernel."""
+
+    path = "kernel"
+    owns_workspace = False
+
+    def __init__(self, runner, problem):
+        from ..kernels.hgemm.specs import b_kmajor, tma_boxes
+        from ..ops.hgemm_tma import tma_geometry
+
+        spec, params = runner.impl, runner.params
+        self.name = runner.name
+        self.dtype = problem.dtype
+        self.item = ITEMSIZE.get(problem.dtype, 4)  # tf32: fp32 storage
+        self.M, self.N, self.K = problem.M, problem.N, problem.K
+        if problem.b_transposed and not b_kmajor(spec, params):  # a runner built for the other layout
+            raise ValueError(f"{spec.name} was built to read B as KxN, the problem gives B as NxK")
+        self.b_nk = problem.b_transposed
+        self.boxes = tma_boxes(spec, params)
+        geometry = tma_geometry(runner, problem)
+        self.store_c = "C" in self.boxes
+        maps = ("tmap", "tmap", "tmap") if self.store_c else ("tmap", "tmap")
+        tail = ("ptr", "i32") if self.store_c else ("ptr",)
+        self.launch = prepared(runner.compiled, geometry, maps + ("i32", "i32", "i32", "f32", "f32") + tail)
+        first = len(maps)
+        for i, v in enumerate((self.M, self.N, self.K)):
+            self.launch.set(first + i, v)
+        if self.store_c:
+            self.launch.set(first + 6, self.N)  # ldc: C is dense
+        self._alpha, self._beta, self._c = (self.launch.slots[first + i] for i in (3, 4, 5))
+        self._ptrs = [None, None, None]
+
+    def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
+        item = self.item
+        ptrs = self._ptrs
+        if a != ptrs[0]:
+            self.launch.tmap(0).encode(self.dtype, a, self.M, self.K, self.K * item, self.boxes["A"])
+            ptrs[0] = a
+        if b != ptrs[1]:
+            if self.b_nk:  # the NxK array as it lies in memory (W of x @ W.T)
+                self.launch.tmap(1).encode(self.dtype, b, self.N, self.K, self.K * item, self.boxes["B"])
+            else:
+                self.launch.tmap(1).encode(self.dtype, b, self.K, self.N, self.N * item, self.boxes["B"])
+            ptrs[1] = b
+        if self.store_c and c != ptrs[2]:
+            self.launch.tmap(2).encode("fp32", c, self.M, self.N, self.N * 4, self.boxes["C"])
+            ptrs[2] = c
+        self._alpha.value, self._beta.value, self._c.value = alpha, beta, c
+        self.launch.launch(stream)

@@ -1,0 +1,205 @@
+"""Layout nt (B given as its NxK transpose: x @ W.T) without a GPU: the problem type, the spec's
+B_KMAJOR flag and TMA rule, which implementations take the layout and the one-line refusals of
+the others, the flag set from the problem (never tuned, never from --params), the inputs and
+the fp64 check (a kernel that ignored the layout fails), the CLI's --layout, the API's in-place
+rule, cuBLAS's arguments, and the persistent kernel compiled for both layouts (registers, no
+spills; in SASS, wgmma reads an NxK B without the transpose bit). GPU: tests/gpu/test_hgemm_layout.py.
+"""
+import types
+
+import numpy as np
+import pytest
+
+from gemmlab import registry
+from gemmlab.cli import main
+from gemmlab.cuda import compile as cc
+from gemmlab.cuda import cublas
+from gemmlab.cuda.device import gpu_available
+from gemmlab.errors import BadArgumentError, ConstraintError
+from gemmlab.kernels.hgemm.specs import b_kmajor, kmajor_b_rule, tma_boxes
+from gemmlab.ops import hgemm_check as hv
+from gemmlab.ops.base import ShapeArgs
+from gemmlab.ops.hgemm import OP, refusal
+from gemmlab.problem import GemmProblem
+
+PERSISTENT = registry.get("persistent", "hgemm")
+HAS_GPU = gpu_available()[0]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+
+
+def test_the_problem_carries_its_layout():
+    assert GemmProblem(4, 5, 6, dtype="bf16").layout == "nn"
+    p = GemmProblem(4, 5, 6, dtype="bf16", layout="nt")
+    assert p.b_transposed and not GemmProblem(4, 5, 6).b_transposed
+    assert p.shape == "4x5x6", "the shape (tuning and table keys) stays the dimensions alone"
+    with pytest.raises(BadArgumentError, match="layout 'tx' must be one of nn, nt, tn, tt"):
+        GemmProblem(4, 5, 6, layout="tx")
+
+
+def test_b_kmajor_is_set_by_the_problem_not_tuned():
+    param = next(p for p in PERSISTENT.params if p.name == "B_KMAJOR")
+    assert [p.name for p in PERSISTENT.params][:3] == ["DTYPE", "B_KMAJOR", "OUT16"]
+    assert param.default == 0 and param.space == (), "no search axis"
+    with pytest.raises(ConstraintError, match="B_KMAJOR must be 0"):
+        PERSISTENT.resolve({"B_KMAJOR": 2})
+    assert OP.fixed_params(PERSISTENT, "bf16") == {"DTYPE": 1, "B_KMAJOR": 0, "OUT16": 0}
+    assert OP.fixed_params(PERSISTENT, "fp16", "nt") == {"DTYPE": 0, "B_KMAJOR": 1, "OUT16": 0}
+    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32", "nt") == {}
+    assert OP.fixed_params(registry.get("mma_sync", "hgemm"), "bf16", "nt") == {"DTYPE": 1}
+
+
+def test_tma_boxes_follow_the_b_layout():
+    v = PERSISTENT.defaults  # BN 256, CM 2
+    assert tma_boxes(PERSISTENT, v)["B"] == (64, 64), "KxN: 64 K rows x 64 N columns"
+    assert tma_boxes(PERSISTENT, {**v, "B_KMAJOR": 1})["B"] == (128, 64), "NxK: BN/CM rows x one K tile"
+    assert tma_boxes(PERSISTENT, {**v, "B_KMAJOR": 1, "BN": 128, "CM": 1})["B"] == (128, 64)
+    assert b_kmajor(registry.get("tf32_wgmma", "hgemm"), {}) and not b_kmajor(PERSISTENT, v)
+
+
+def test_the_tma_rule_for_an_in_place_nxk_b():
+    assert kmajor_b_rule(GemmProblem(64, 64, 4096, dtype="bf16", layout="nt")) == ""
+    why = kmajor_b_rule(GemmProblem(64, 64, 4097, dtype="bf16", layout="nt"))
+    assert why == ("reads a K-major B (given as NxK) in place only when K % 8 == 0 (TMA: its row pitch, 2 * K "
+                   "bytes, must be a multiple of 16); 64x64x4097 has K = 4097")
+    assert kmajor_b_rule(GemmProblem(64, 64, 12, dtype="tf32", layout="nt")) == ""
+    assert "K % 4 == 0" in kmajor_b_rule(GemmProblem(64, 64, 13, dtype="tf32", layout="nt"))
+
+
+def test_which_implementations_take_layout_nt():
+    nt = GemmProblem(64, 64, 12, dtype="bf16", layout="nt")
+    takers = {i.name for i in registry.all_impls("hgemm") if not refusal(i, nt)}
+    assert takers == {"persistent", "cublas", "torch"}, "any shape: K % 8 != 0 is padded, not refused"
+    assert refusal(registry.get("tf32_wgmma", "hgemm"), GemmProblem(7, 9, 5, dtype="tf32", layout="nt")) == ""
+    for name in ("wmma", "mma_sync", "tma_wgmma", "warp_specialized"):
+        assert refusal(registry.get(name, "hgemm"), nt) == (
+            f"{name} reads B as a row-major KxN array only; layout nt (B given as NxK) runs on persistent, "
+            "tf32_wgmma or the baselines"), "the layout is the reason, not K % 8"
+    assert refusal(PERSISTENT, GemmProblem(64, 64, 64, dtype="tf32", layout="nt")) == \
+        "persistent takes fp16 or bf16 inputs, not tf32"
+    assert "A given transposed is not implemented" in refusal(PERSISTENT, GemmProblem(8, 8, 8, dtype="bf16",
+                                                                                         layout="tn"))
+
+
+def test_problems_labels_rows_and_runner_keys():
+    args = ShapeArgs(sizes="256,100x30x20", dtype="fp16", layout="nt")
+    problems = OP.problems(args)
+    assert [p.layout for p in problems] == ["nt", "nt"]
+    assert [OP.label(p) for p in problems] == ["256x256x256 nt", "100x30x20 nt"]
+    assert OP.label(GemmProblem(8, 8, 8, dtype="fp16")) == "8x8x8"
+    assert OP.runner_key(problems[0]) == ("fp16", "nt", "fp32") != OP.runner_key(GemmProblem(8, 8, 8, dtype="fp16"))
+    sweep = OP.sweep(ShapeArgs(dtype="bf16", layout="nt"))
+    assert sweep and all(p.layout == "nt" for p in sweep)
+    point = types.SimpleNamespace(problem=problems[1])
+    assert OP.row_fields(point)["extra"] == {"layout": "nt", "out_dtype": "fp32"}
+    with pytest.raises(BadArgumentError, match="A given transposed is not implemented"):
+        OP.problems(ShapeArgs(sizes="64", layout="tt"))
+
+
+def _kernel(a, b_kn, c0, alpha, beta):
+    """A correct kernel's result, fp32 accumulation of exact products (fp64 is close enough here)."""
+    out = np.float32(alpha) * (a @ b_kn).astype(np.float32)
+    return (out + np.float32(beta) * c0).astype(np.float32) if beta else out.astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", hv.DTYPES)
+def test_nt_inputs_and_a_kernel_that_ignores_the_layout(dtype):
+    for (M, N, K) in ((48, 40, 64), (64, 64, 64)):  # the square one: B read as KxN has the right shape
+        p = GemmProblem(M, N, K, 1.5, -0.75, dtype, "nt")
+        A, Bt, C0 = hv.make_inputs(p, seed=7, xp=np)
+        assert A.shape == (M, K) and Bt.shape == (N, K), "B is given as NxK"
+        a, bt = hv.decode(A, dtype), hv.decode(Bt, dtype)
+        good = _kernel(a, bt.T, C0, 1.5, -0.75)
+        v = OP.check(good, A, Bt, C0, p)
+        assert v.passed, v.reason
+        if M == N == K:
+            ignored = _kernel(a, bt, C0, 1.5, -0.75)  # the NxK array multiplied as if it were KxN
+            assert not OP.check(ignored, A, Bt, C0, p).passed
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["bench", "--layout", "nt"], "--layout is for --op hgemm"),
+    (["verify", "--op", "bgemm", "--layout", "nt"], "--layout is for --op hgemm"),
+    (["bench", "--op", "hgemm", "--layout", "tn"], "--layout 'tn': choose nn (B is KxN) or nt"),
+    (["verify", "--op", "hgemm", "--layout", "NT"], "--layout 'NT': choose nn"),
+    (["verify", "--op", "hgemm", "--impl", "wmma", "--layout", "nt", "--M", "64", "--N", "64", "--K", "64"],
+     "wmma reads B as a row-major KxN array only; layout nt (B given as NxK) runs on persistent"),
+    (["verify", "--op", "hgemm", "--impl", "mma_sync", "--layout", "nt", "--M", "64", "--N", "64", "--K", "12"],
+     "mma_sync reads B as a row-major KxN array only"),
+])
+def test_cli_layout_is_one_line_exit_2(capsys, args, needle):
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err, err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the no-GPU message")
+def test_cli_layout_nt_reaches_the_gpu_check(capsys):
+    code = main(["bench", "--op", "hgemm", "--dtype", "bf16", "--layout", "nt", "--impl", "persistent,cublas"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no GPU" in err and len(err.strip().splitlines()) == 1
+
+
+def test_api_in_place_rule():
+    from gemmlab.api.core import layout_letters, layout_note
+    from gemmlab.api.tma_executors import in_place_refusal, tma_fast
+
+    assert layout_letters((False, True)) == "nt" and layout_letters((True, False)) == "tn"
+    nt = GemmProblem(256, 264, 1032, dtype="bf16", layout="nt")
+    assert in_place_refusal(PERSISTENT, nt, (False, True)) == "" and tma_fast(PERSISTENT, nt)
+    assert "read in place as NxK" in layout_note(PERSISTENT, nt, (False, True))
+    odd_k = GemmProblem(256, 264, 1030, dtype="bf16", layout="nt")
+    assert in_place_refusal(PERSISTENT, odd_k, (False, True)).startswith(
+        "persistent reads a K-major B (given as NxK) in place only when K % 8 == 0")
+    assert "C is padded" in in_place_refusal(PERSISTENT, GemmProblem(64, 37, 64, dtype="bf16", layout="nt"),
+                                             (False, True))
+    assert "reads A row-major only" in in_place_refusal(PERSISTENT, nt, (True, True))
+    assert "reads row-major operands only" in in_place_refusal(registry.get("mma_sync", "hgemm"), nt, (False, True))
+    tf32 = registry.get("tf32_wgmma", "hgemm")
+    assert in_place_refusal(tf32, GemmProblem(300, 136, 72, dtype="tf32", layout="nt"), (False, True)) == ""
+    assert not tma_fast(tf32, GemmProblem(300, 136, 72, dtype="tf32")), "a KxN B: transposed into a copy"
+    assert tma_fast(PERSISTENT, GemmProblem(256, 264, 1032, dtype="bf16"))
+    assert "transpose flags" in layout_note(registry.get("cublas", "hgemm"), nt, (False, True))
+
+
+def test_cublas_reads_an_nxk_b_with_its_transpose_flag(monkeypatch):
+    monkeypatch.setattr(cublas, "library", lambda: None)
+    monkeypatch.setattr(cublas, "_raw", types.SimpleNamespace(cublasGemmEx=None, cublasSgemm_v2=None))
+    M, N, K = 5, 7, 3
+
+    def args(trans_b):
+        g = cublas.PreparedGemm("ex", M, N, K, "bf16", trans_b=trans_b)
+        return [getattr(x, "value", x) for x in g._args[1:6]] + [g._args[9].value, g._args[12].value]
+
+    # (transa, transb, m, n, k, lda (gemmlab's B), ldb (gemmlab's A))
+    assert args(False) == [cublas.OP_N, cublas.OP_N, N, M, K, N, K]
+    assert args(True) == [cublas.OP_T, cublas.OP_N, N, M, K, K, K], "the NxK array: OP_T, leading dimension K"
+    with pytest.raises(ValueError, match="GemmEx kind only"):
+        cublas.PreparedGemm("sgemm", M, N, K, trans_b=True)
+
+
+@pytest.mark.parametrize("params", [{}, {"CM": 1}, {"BN": 128, "STAGES": 6, "CM": 2, "GROUP_M": 1},
+                                    {"BN": 128, "CM": 1}], ids=str)
+@pytest.mark.parametrize("flag", [0, 1], ids=["fp16", "bf16"])
+def test_persistent_nt_compiles_for_sm_90a_without_spills(flag, params):
+    ck = cc.compile_kernel(PERSISTENT, {"DTYPE": flag, "B_KMAJOR": 1, **params}, arch="sm_90")
+    r = ck.resources
+    assert ck.arch == "sm_90a" and ck.name_expression.startswith(f"gemmlab::hgemm_persistent<{flag}, 1, 0, ")
+    assert r.registers > 0 and r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+    assert r.smem_static == PERSISTENT.smem_bytes(ck.params)
+
+
+def test_sass_reads_an_nxk_b_without_the_transpose_bit():
+    from gemmlab.profile.sass import disassemble, find_tool
+
+    if find_tool() is None:
+        pytest.skip("no cuobjdump or nvdisasm here (pip install nvidia-cuda-cuobjdump)")
+    for flag, transposed in ((0, True), (1, False)):
+        ck = cc.compile_kernel(PERSISTENT, {"DTYPE": 1, "B_KMAJOR": flag}, arch="sm_90")
+        hgmma = [line for line in disassemble(ck.cubin).splitlines() if "HGMMA" in line]
+        assert hgmma, "no wgmma in SASS"
+        assert all((".tnspB" in line) == transposed for line in hgmma), (flag, hgmma[:2])
