@@ -33,25 +33,16 @@ sgemm_hopper_simt(int M, int N, int K, float alpha, const float* __restrict__ A,
     float* As = smem;
     float* Bs = smem + STAGES * A_STAGE;
 
-    // Swizzled tile order on a 1-D grid: GROUP row-tiles of one column band, then the next band.
-    const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
-    const int pid = blockIdx.x;
-    const int perGroup = GROUP * tilesN;
-    const int firstM = (pid / perGroup) * GROUP;
-    const int groupRows = min(tilesM - firstM, GROUP);
-    const int row0 = (firstM + (pid % perGroup) % groupRows) * BM;
-    const int col0 = ((pid % perGroup) / groupRows) * BN;
+    int row0, col0;
+    swizzled_tile<BM, BN, GROUP>(M, N, row0, col0);
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int aOff = (warp / (BN / WN)) * WM + (lane / (WT::WSUBN / TN)) * TM;
     const int bOff = (warp % (BN / WN)) * WN + (lane % (WT::WSUBN / TN)) * TN;
     const bool vecB = (N % 4 == 0) && aligned16(B);
 
-    // Split-K: slice z of gridDim.z takes K-tiles [tBegin, tBegin + tiles).
-    const int allTiles = (K + BK - 1) / BK;
-    const int perSlice = (allTiles + gridDim.z - 1) / gridDim.z;
-    const int tBegin = min(allTiles, (int)blockIdx.z * perSlice);
-    const int tiles = min(allTiles, tBegin + perSlice) - tBegin;
+    int tBegin, tiles;
+    k_slice<BK>(K, tBegin, tiles);
 
     auto load_tile = [&](int t, int s) {
         if (t < tiles) {

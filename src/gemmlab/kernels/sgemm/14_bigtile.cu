@@ -97,20 +97,9 @@ struct BigTile {
         float* As = smem;                     // STAGES x [BK][LDA], A transposed
         float* Bs = smem + STAGES * A_STAGE;  // STAGES x [BK][BN]
 
-        // Swizzled tile order on a 1-D grid (rung 13): GROUP row-tiles of one column band.
-        const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
-        const int pid = blockIdx.x;
-        const int perGroup = GROUP * tilesN;
-        const int firstM = (pid / perGroup) * GROUP;
-        const int groupRows = min(tilesM - firstM, GROUP);
-        const int row0 = (firstM + (pid % perGroup) % groupRows) * BM;
-        const int col0 = ((pid % perGroup) / groupRows) * BN;
-
-        // Split-K: slice z of gridDim.z takes K-tiles [tBegin, tBegin + tiles).
-        const int allTiles = (K + BK - 1) / BK;
-        const int perSlice = (allTiles + gridDim.z - 1) / gridDim.z;
-        const int tBegin = min(allTiles, (int)blockIdx.z * perSlice);
-        const int tiles = min(allTiles, tBegin + perSlice) - tBegin;
+        int row0, col0, tBegin, tiles;
+        swizzled_tile<BM, BN, GROUP>(M, N, row0, col0);  // rung 13's tile order
+        k_slice<BK>(K, tBegin, tiles);                    // and its split-K
 
         // This thread's pieces of a K-tile, fixed for the whole loop: A float4 v covers row
         // aRow + v * A_ROW_STEP of the block tile, columns aK..aK+3 of the K-tile; B float4 v

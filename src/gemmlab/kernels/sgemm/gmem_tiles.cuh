@@ -23,6 +23,28 @@ __device__ __forceinline__ float4 load4_or_zero(const float* __restrict__ base, 
     return v;
 }
 
+// The block's output tile on a 1-D grid in swizzled order (rungs 13, 14): consecutive blocks
+// take GROUP row-tiles of one column band, so tiles sharing A rows and B columns run together.
+template <int BM, int BN, int GROUP>
+__device__ __forceinline__ void swizzled_tile(int M, int N, int& row0, int& col0) {
+    const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;
+    const int perGroup = GROUP * tilesN;
+    const int firstM = (pid / perGroup) * GROUP;
+    const int groupRows = min(tilesM - firstM, GROUP);
+    row0 = (firstM + (pid % perGroup) % groupRows) * BM;
+    col0 = ((pid % perGroup) / groupRows) * BN;
+}
+
+// Split-K (rungs 13, 14): slice blockIdx.z of gridDim.z takes K-tiles [tBegin, tBegin + tiles).
+template <int BK>
+__device__ __forceinline__ void k_slice(int K, int& tBegin, int& tiles) {
+    const int allTiles = (K + BK - 1) / BK;
+    const int perSlice = (allTiles + gridDim.z - 1) / gridDim.z;
+    tBegin = min(allTiles, (int)blockIdx.z * perSlice);
+    tiles = min(allTiles, tBegin + perSlice) - tBegin;
+}
+
 // A tile (BM rows x BK columns starting at row0, k0) stored transposed: As[k * LDA + m].
 template <int BM, int BK, int NT, int LDA>
 __device__ __forceinline__ void load_a_transposed(float* As, const float* __restrict__ A, int M, int K, int row0,
