@@ -4,12 +4,15 @@ ranked fastest first per shape. Writes one GPU's table as JSON; --merge joins ta
 package's src/gemmlab/api/dispatch.json.
 
     PYTHONPATH=src python3 scripts/build_dispatch.py --out $OUT/dispatch-h100.json
+    PYTHONPATH=src python3 scripts/build_dispatch.py --ops sgemm --tuned tune.db --out $OUT/sgemm-h100.json
+        (each kernel also measured with the parameters `gemmlab tune` recorded on this GPU)
     python3 scripts/build_dispatch.py --merge h100.json h200.json --out src/gemmlab/api/dispatch.json
     python3 scripts/build_dispatch.py --update src/gemmlab/api/dispatch.json --merge sgemm-h100.json \
         --out src/gemmlab/api/dispatch.json   (re-measured ops replace theirs in a GPU's table)
 
 The suite (docs/api.md says why these): squares 64..8192, the rectangles users hit (a skinny M,
-a large K-light product, 1000x3000x2000), one odd shape; strided batches from many small to few
+a large K-light product, 1000x3000x2000), one odd shape, and for sgemm issue 15's FP32 suite;
+strided batches from many small to few
 large; sums from 2^10 to 2^28 elements. Candidates: the ladder rungs that lead somewhere on some
 shape, and the library.
 """
@@ -24,6 +27,9 @@ import sys
 GEMM_SHAPES = [(64, 64, 64), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048),
                (4096, 4096, 4096), (8192, 8192, 8192), (1000, 3000, 2000), (128, 4096, 4096),
                (8192, 8192, 1024), (1023, 1025, 1027)]
+# sgemm also covers issue 15's FP32 suite (the wave-quantisation shapes among them)
+SGEMM_EXTRA_SHAPES = [(3072, 3072, 3072), (4097, 4097, 4097), (6144, 2048, 4096), (2000, 2000, 8000),
+                      (8192, 8192, 256)]
 BATCHES = [(256, 128), (64, 256), (16, 512), (4, 1024), (2, 2048)]  # batch, cube size
 SUM_SIZES = [1 << k for k in (10, 14, 18, 20, 22, 24, 26, 28)]
 CANDIDATES = {
@@ -43,7 +49,28 @@ def problems(op: str, dtype: str):
         return [ReduceProblem(n) for n in SUM_SIZES]
     if op == "bgemm":
         return [BatchedGemmProblem(n, n, n, 1.0, 0.0, batch=b) for b, n in BATCHES]
-    return [GemmProblem(m, n, k, 1.0, 0.0, dtype) for m, n, k in GEMM_SHAPES]
+    shapes = GEMM_SHAPES + (SGEMM_EXTRA_SHAPES if op == "sgemm" else [])
+    return [GemmProblem(m, n, k, 1.0, 0.0, dtype) for m, n, k in shapes]
+
+
+def tuned_candidates(impls: list, problem, tuned: str | None, gpu: str) -> list:
+    """Each kernel of `impls` again under the parameters `gemmlab tune` found fastest on this GPU
+    at the tuned shape nearest to `problem` (--tuned DB), where those differ from its defaults:
+    a variant of the spec, so the bench verifies and times it beside the rest."""
+    if not tuned:
+        return []
+    from gemmlab.harness.tuned import usable_best
+    from gemmlab.store import ResultStore
+
+    out = []
+    with ResultStore(tuned) as store:
+        for impl in impls:
+            if impl.kind != "kernel":
+                continue
+            best = usable_best(store, gpu, impl, problem)
+            if best and impl.resolve(best) != impl.resolve({}):
+                out.append(impl.variant(impl.name, impl.title, impl.idea, **impl.resolve(best)))
+    return out
 
 
 def dims(problem) -> list[int]:
@@ -54,7 +81,7 @@ def dims(problem) -> list[int]:
     return [problem.M, problem.N, problem.K]
 
 
-def measure(only: set[str] | None) -> dict:
+def measure(only: set[str] | None, tuned: str | None = None) -> dict:
     from gemmlab import registry
     from gemmlab.cuda.device import info
     from gemmlab.harness.bench import BenchOptions, run_bench
@@ -74,6 +101,8 @@ def measure(only: set[str] | None) -> dict:
                 impls.append(impl)
         for problem in problems(op, dtype):
             points = run_bench(impls, [problem], options)
+            extra = tuned_candidates(impls, problem, tuned, info().name)
+            points += run_bench(extra, [problem], options) if extra else []
             ranked = []
             for p in points:
                 figure = p.gbps if op == "reduce" else (p.gflops / 1000 if p.gflops else None)
@@ -121,6 +150,8 @@ def main() -> int:
     parser.add_argument("--merge", nargs="+", help="per-GPU tables to join (no GPU needed)")
     parser.add_argument("--ops", help="comma-separated subset of sgemm,hgemm,bgemm,reduce")
     parser.add_argument("--update", help="with --merge: a full table whose GPUs take the merged parts' ops")
+    parser.add_argument("--tuned", help="a `gemmlab tune` database: each kernel is also measured with the "
+                                        "parameters tuned on this GPU at the nearest tuned shape")
     args = parser.parse_args()
     if args.merge:
         from gemmlab.api.dispatch import validate_tables
@@ -137,7 +168,7 @@ def main() -> int:
             json.dump(data, f, indent=1)
             f.write("\n")
         return 0
-    table = measure(set(args.ops.split(",")) if args.ops else None)
+    table = measure(set(args.ops.split(",")) if args.ops else None, args.tuned)
     with open(args.out, "w") as f:
         json.dump(table, f, indent=1)
     return 0

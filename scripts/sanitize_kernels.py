@@ -16,6 +16,11 @@ from gemmlab.harness.bench import verify_sweep
 from gemmlab.problem import BatchedGemmProblem, GemmProblem
 
 SHAPES = ((67, 131, 37, 1.0, 0.0), (33, 65, 1, 1.5, -0.5), (129, 127, 70, 0.5, 2.0))
+# Modes a kernel's defaults do not run, on the shapes above plus an aligned one (float4 paths):
+# stream-K's partial tiles, flags and fix-up sums.
+EXTRA_MODES = {"bigtile": ({"STREAMK": 1}, {"STREAMK": 2})}
+# (2304x4096: 288 tiles, so the hybrid runs a data-parallel wave before its stream-K part.)
+EXTRA_SHAPES = ((256, 512, 1032, 1.0, 0.0), (300, 260, 2000, -1.0, 0.5), (2304, 4096, 24, 1.0, 0.0))
 
 
 def main(argv: list[str]) -> int:
@@ -28,9 +33,15 @@ def main(argv: list[str]) -> int:
         problems = [BatchedGemmProblem(M, N, K, a, b, batch=3) for M, N, K, a, b in SHAPES]
     else:
         problems = [GemmProblem(M, N, K, a, b) for M, N, K, a, b in SHAPES]
+    results = verify_sweep(impls, problems)
+    for impl in impls:
+        for params in EXTRA_MODES.get(impl.name, ()) if op == "sgemm" else ():
+            extra = problems + [GemmProblem(M, N, K, a, b) for M, N, K, a, b in EXTRA_SHAPES]
+            results += verify_sweep([impl], extra, params={impl.name: params})
     failed = 0
-    for r in verify_sweep(impls, problems):
-        print(f"{r.impl:20s} {r.problem.shape:12s} {r.status} {r.reason}", flush=True)
+    for r in results:
+        shown = ",".join(f"{k}={v}" for k, v in r.params.items() if k.startswith("STREAM"))
+        print(f"{r.impl:20s} {r.problem.shape:14s} {shown:10s} {r.status} {r.reason}", flush=True)
         failed += r.status != "PASS"
     return 1 if failed else 0
 

@@ -84,6 +84,10 @@ class KernelSpec:
     # Split-K: the kernel takes a trailing workspace pointer; when the launch has gridDim.z > 1
     # slices, this kernel (M, N, S, alpha, W, beta, C) reduces the S partial planes into C.
     splitk_reduce: "KernelSpec | None" = None
+    # Floats of zeroed scratch a launch needs behind that trailing pointer (problem, params), when
+    # it is not the split-K planes (gridDim.z * M * N): stream-K's partial tiles and tile flags.
+    # The kernel leaves the flags zero again, so one clearing at allocation serves every launch.
+    workspace: Callable[[GemmProblem, Mapping[str, int]], int] | None = None
     # Shapes the kernel cannot take (alignment, divisibility): "" when it can, else the reason,
     # which the harness raises as one BadArgumentError line before launching.
     problem_check: Callable[[GemmProblem], str] | None = None
@@ -168,6 +172,15 @@ class KernelSpec:
 
     def launch(self, problem: GemmProblem, values: Mapping[str, int]) -> Launch:
         return self.geometry(problem, values)
+
+    def workspace_floats(self, problem: GemmProblem, values: Mapping[str, int]) -> int:
+        """Floats of zeroed workspace one launch needs (0: none; the W argument is then null)."""
+        if self.workspace is not None:
+            return self.workspace(problem, values)
+        if self.splitk_reduce is None:
+            return 0
+        slices = self.launch(problem, values).grid[2]
+        return slices * problem.M * problem.N if slices > 1 else 0
 
     def variant(self, name: str, title: str, idea: str, seed: str = "", **defaults: int) -> "KernelSpec":
         """The same kernel under another name with other default parameters."""

@@ -33,3 +33,30 @@ def test_update_replaces_one_op_of_one_gpu():
 def test_update_adds_a_gpu_it_does_not_know():
     part = {"gpu": "C", "command": "c", "measured": "d", "entries": [_entry("sgemm", "bigtile", 1.0)]}
     assert _module().updated([], [part]) == [part]
+
+
+def test_tuned_candidates_come_from_the_gpus_own_tuning(tmp_path):
+    """--tuned DB: a kernel is measured again with what `gemmlab tune` found on this GPU at the
+    nearest tuned shape; another GPU's rows, failed points and default-equal points add nothing."""
+    from gemmlab import registry
+    from gemmlab.problem import GemmProblem
+    from gemmlab.store import ResultStore
+
+    mod = _module()
+    spec = registry.get("bigtile")
+    tuned = {**spec.defaults, "BM": 128, "BN": 128, "TM": 8, "TN": 16, "WM": 64, "WN": 64, "NT": 128, "MINB": 2,
+             "STREAMK": 2}
+    path = tmp_path / "tune.db"
+    with ResultStore(path) as store:
+        mine = store.start_run("tune", "t", {"gpu": {"name": "GPU A"}})
+        other = store.start_run("tune", "t", {"gpu": {"name": "GPU B"}})
+        for run, params, status, gflops in ((mine, tuned, "PASS", 49000.0), (mine, {**tuned, "STREAMK": 1}, "FAIL", 60000.0),
+                                            (mine, spec.defaults, "PASS", 37000.0),
+                                            (other, {**tuned, "STREAMK": 0}, "PASS", 99000.0)):
+            store.add_result(run, op="sgemm", impl="bigtile", impl_kind="kernel", params=params, M=3072, N=3072,
+                             K=3072, dtype="fp32", status=status, gflops=gflops)
+    problem = GemmProblem(3000, 3100, 3072, 1.0, 0.0)
+    got = mod.tuned_candidates([spec, registry.get("cublas", "sgemm")], problem, str(path), "GPU A")
+    assert [(c.name, c.resolve({})) for c in got] == [("bigtile", tuned)]
+    assert mod.tuned_candidates([spec], problem, None, "GPU A") == []
+    assert mod.tuned_candidates([spec], problem, str(path), "GPU C") == []

@@ -126,3 +126,22 @@ def test_live_disassembly_matches_the_fixture_counts(tmp_path, monkeypatch):
     ck = compile_kernel(registry.get("vectorize"), arch="sm_90")
     mix = sass.sass_mix(sass.disassemble(ck.cubin), ck.mangled)
     assert mix.loop["FFMA"] == 512 and mix.loop["LDS.128"] == 32
+
+
+def test_main_loop_is_an_innermost_loop():
+    """Stream-K wraps the K loop in a loop over segments: that outer loop holds the K loop's
+    FFMAs and more, but the hot loop is the inner one."""
+    text = """
+        Function : k
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   FFMA R3, R4, R5, R3 ;
+        /*0020*/                   FFMA R3, R4, R5, R3 ;
+        /*0030*/                   LDS.128 R8, [R2] ;
+        /*0040*/              @P0  BRA 0x20 ;
+        /*0050*/                   FFMA R6, R4, R5, R6 ;
+        /*0060*/              @P1  BRA 0x10 ;
+        /*0070*/                   EXIT ;
+    """
+    fn = sass.parse_sass(text)[0]
+    assert fn.loops() == [(0x20, 0x40), (0x10, 0x60)]
+    assert fn.main_loop() == (0x20, 0x40)

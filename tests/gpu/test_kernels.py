@@ -76,6 +76,9 @@ BIGTILE_CONFIGS = [
     {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TM": 4, "TN": 8, "NT": 128, "MINB": 2, "ORDER": 3},
     {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "NT": 128, "GROUP": 1},
     {"BM": 128, "BN": 64, "WM": 64, "WN": 32, "TM": 16, "TN": 4, "NT": 128, "BK": 16},
+    {"STREAMK": 1}, {"STREAMK": 2},
+    {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "NT": 128, "MINB": 2, "STREAMK": 1},
+    {"BM": 128, "BN": 128, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "STREAMK": 2, "BK": 16},
 ]
 
 
@@ -88,3 +91,48 @@ def test_bigtile_configurations(params):
     bad = [f"{r.problem.shape} a={r.problem.alpha} b={r.problem.beta}: {r.status} {r.reason}"
            for r in results if r.status != "PASS"]
     assert not bad, "\n".join(bad)
+
+
+# Stream-K's fix-up: one tile dealt out to every block of the wave (132 contributors on an H100),
+# a tile cut in two, a problem with fewer K-iterations than SMs, the odd shapes' element-wise
+# path, and shapes of 288 and 576 tiles, whose hybrid runs whole data-parallel waves first.
+STREAM_K_SHAPES = [(128, 256, 4096), (200, 300, 2056), (5, 7, 9), (1024, 1024, 1024), (1100, 2300, 520),
+                   (517, 389, 1030), (2304, 4096, 72), (2301, 4093, 37), (3072, 3072, 40)]
+# The default tile, and the 4-warp, two-blocks-an-SM tile `gemmlab tune` chose at 3072^3.
+STREAM_K_TILES = [{}, {"BM": 128, "BN": 128, "WM": 64, "WN": 64, "TM": 8, "TN": 16, "NT": 128, "MINB": 2}]
+
+
+@pytest.mark.parametrize("tile", STREAM_K_TILES, ids=["128x256", "128x128x4warps"])
+@pytest.mark.parametrize("mode", [1, 2])
+def test_stream_k_fixup(mode, tile):
+    spec = registry.get("bigtile")
+    problems = [GemmProblem(*shape, a, b) for shape in STREAM_K_SHAPES for a, b in ((1.0, 0.0), (-0.75, 1.5))]
+    results = verify_sweep([spec], problems, params={"bigtile": {**tile, "STREAMK": mode}})
+    bad = [f"{r.problem.shape} a={r.problem.alpha} b={r.problem.beta}: {r.status} {r.reason}"
+           for r in results if r.status != "PASS"]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_stream_k_is_deterministic_and_reusable(mode):
+    """Launched again and again through one plan, the flags the kernel clears must let every
+    launch be right, and the fixed summation order must give the same bits each time."""
+    import cupy as cp
+
+    import gemmlab
+    from gemmlab.ops.sgemm import compare
+
+    rng = cp.random.default_rng(7)
+    M, N, K = 1000, 1500, 3000
+    A = rng.uniform(-1, 1, (M, K), dtype=cp.float32)
+    B = rng.uniform(-1, 1, (K, N), dtype=cp.float32)
+    plan = gemmlab.Matmul(A, B, cp.empty((M, N), cp.float32), impl="bigtile", params={"STREAMK": mode})
+    outs = []
+    for _ in range(4):
+        C = cp.full((M, N), cp.nan, dtype=cp.float32)
+        plan.execute(C=C)
+        cp.cuda.Device().synchronize()
+        v = compare(C, A, B, C, 1.0, 0.0)
+        assert v.passed, v.reason
+        outs.append(C)
+    assert all(bool((o == outs[0]).all()) for o in outs[1:]), "stream-K results differ between launches"

@@ -54,26 +54,29 @@ class KernelGemm(FastGemm):
             self.main.set(11, problem.batch)
             self._slots = [self.main.slots[i] for i in (3, 4, 6, 8, 9)]
         else:
-            split = getattr(runner, "reduce", None) is not None
-            self.main = prepared(runner.compiled, geometry, GEMM_SIGNATURE + (("ptr",) if split else ()))
+            impl = runner.impl
+            takes_w = getattr(runner, "reduce", None) is not None or getattr(impl, "workspace", None) is not None
+            self.main = prepared(runner.compiled, geometry, GEMM_SIGNATURE + (("ptr",) if takes_w else ()))
             for i, v in enumerate((M, N, K)):
                 self.main.set(i, v)
             self._slots = [self.main.slots[i] for i in (3, 4, 5, 6, 7)]
+            floats = impl.workspace_floats(problem, runner.params) if takes_w else 0
+            if floats:
+                # Zeroed: stream-K's tile flags start at zero (and the kernel leaves them so).
+                self.workspace = cp.zeros(floats, dtype=cp.float32)
+                self.owns_workspace = True
+            if takes_w:
+                self.main.set(8, self.workspace.data.ptr if floats else 0)
             slices = geometry.grid[2]
-            if split and slices > 1:
+            if getattr(runner, "reduce", None) is not None and slices > 1:
                 from ..ops.sgemm import splitk_reduce_launch
 
-                self.workspace = cp.empty(slices * M * N, dtype=cp.float32)
-                self.owns_workspace = True
-                self.main.set(8, self.workspace.data.ptr)
                 self.reduce = prepared(runner.reduce, splitk_reduce_launch(M, N),
                                        ("i32", "i32", "i32", "f32", "ptr", "f32", "ptr"))
                 for i, v in enumerate((M, N, slices)):
                     self.reduce.set(i, v)
                 self.reduce.set(4, self.workspace.data.ptr)
                 self._reduce_slots = [self.reduce.slots[i] for i in (3, 5, 6)]
-            elif split:
-                self.main.set(8, 0)
 
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         s_alpha, s_a, s_b, s_beta, s_c = self._slots

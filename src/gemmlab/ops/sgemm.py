@@ -73,16 +73,19 @@ class GemmRunner(PreparedImpl):
         super().__init__(impl, params, arch)
         self.reduce = None
         self._workspace = None  # grown on demand; one per runner, so one stream at a time
+        self._workspace_shape = None  # the problem whose layout the workspace holds now
         if self.compiled is not None and impl.splitk_reduce is not None:
             from ..cuda.compile import compile_kernel
 
             self.reduce = compile_kernel(impl.splitk_reduce, arch=self.arch)
 
     def _workspace_ptr(self, floats: int) -> int:
+        """A zeroed workspace of at least `floats` (stream-K's flags must start at zero; the
+        kernels leave them zero, and split-K's planes are written before they are read)."""
         import cupy as cp
 
         if self._workspace is None or self._workspace.size < floats:
-            self._workspace = cp.empty(floats, dtype=cp.float32)
+            self._workspace = cp.zeros(floats, dtype=cp.float32)
             cp.cuda.get_current_stream().synchronize()
         return self._workspace.data.ptr
 
@@ -103,8 +106,16 @@ class GemmRunner(PreparedImpl):
         geometry = self.impl.launch(problem, self.params)
         extra: tuple[int, ...] = ()
         slices = geometry.grid[2]
-        if self.reduce is not None:
-            extra = (self._workspace_ptr(slices * problem.M * problem.N) if slices > 1 else 0,)
+        if self.reduce is not None or self.impl.workspace is not None:
+            floats = self.impl.workspace_floats(problem, self.params)
+            extra = (self._workspace_ptr(floats) if floats else 0,)
+            if floats and self.impl.workspace is not None and self._workspace_shape != problem.shape:
+                # Another shape puts its flags where the last one kept partial tiles: clear
+                # them first, in stream order (the kernel itself leaves its own flags zero).
+                import cupy as cp
+
+                cp.cuda.runtime.memsetAsync(extra[0], 0, floats * 4, int(stream.handle))
+                self._workspace_shape = problem.shape
         launch_gemm(self.compiled, geometry, stream, problem.M, problem.N, problem.K, problem.alpha,
                     A.data.ptr, B.data.ptr, problem.beta, C.data.ptr, *extra)
         if self.reduce is not None and slices > 1:

@@ -121,9 +121,13 @@ class SassFunction:
         """The loop whose body holds the most FFMAs (a GEMM's K loop; of two copies with as many
         FFMAs, e.g. a kernel's straight-line loop and its general one, the shorter: the fast
         path); without FFMA, the most FADDs and loads (a reduction's grid-stride loop); ties:
-        the shortest (innermost)."""
+        the shortest. Only innermost loops count: a loop around the K loop (stream-K's walk over
+        tiles, a persistent kernel's tile loop) holds its FFMAs too but is not the hot loop."""
         best, key = None, None
-        for lo, hi in self.loops():
+        loops = self.loops()
+        for lo, hi in loops:
+            if any(lo <= a and b <= hi and (a, b) != (lo, hi) for a, b in loops):
+                continue
             m = self.mix(lo, hi)
             work = m["FADD"] + m["LDG"] + m["LDG.128"] + m["LDS"] + m["LDS.128"]
             k = (m["FFMA"], -m["total"], work, -(hi - lo)) if m["FFMA"] else (0, 0, work, -(hi - lo))

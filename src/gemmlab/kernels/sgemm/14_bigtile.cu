@@ -21,11 +21,14 @@
 //   - the next tile's first fragments are read right after the barrier inside the last
 //     K-step, so the barrier hides behind that step's FFMAs (one barrier per K-tile);
 //   - the block-index swizzle and the deterministic split-K of rung 13 are kept;
+//   - STREAMK = 1 or 2 runs the same main loop under a stream-K schedule (stream_k.cuh) for
+//     shapes whose tile count leaves the last wave part-empty (3072^3: 288 tiles, 2.2 waves);
 //   - the epilogue writes each row of a thread's chunk as one 128-bit store: a warp's store
 //     covers whole 32-byte sectors (64 contiguous bytes a row), so staging C through shared
 //     memory would not cut sectors further.
 #include "async_copy.cuh"
 #include "gmem_tiles.cuh"
+#include "stream_k.cuh"
 
 namespace gemmlab {
 
@@ -87,19 +90,26 @@ struct BigTile {
     static_assert(NT % (BK / 4) == 0 && NT % (BN / 4) == 0, "whole rows of 16-byte words per pass");
     static_assert(STAGES >= 2 && GROUP >= 1, "a pipeline needs two stages; GROUP >= 1");
 
-    // VEC: K and N multiples of 4 and A, B 16-byte aligned, so every float4 of A and B is wholly
-    // inside or wholly outside the matrix and the copies need one predicate each, no branches.
+    // Where this thread's fragments sit in the block tile: chunk c of its A fragment is rows
+    // a_off() + c*LM*4 .. +3, chunk c of its B fragment columns b_off() + c*LN*4 .. +3.
+    static __device__ __forceinline__ int a_off() {
+        return (threadIdx.x / 32 / (BN / WN)) * WM + (threadIdx.x % 32 % LM) * 4;
+    }
+    static __device__ __forceinline__ int b_off() {
+        return (threadIdx.x / 32 % (BN / WN)) * WN + (threadIdx.x % 32 / LM) * 4;
+    }
+
+    // The K-tiles [tBegin, tBegin + tiles) of the output tile at (row0, col0), summed into acc
+    // (which starts at zero here). VEC: K and N multiples of 4 and A, B 16-byte aligned, so every
+    // float4 of A and B is wholly inside or wholly outside the matrix and the copies need one
+    // predicate each, no branches.
     template <bool VEC>
-    static __device__ __forceinline__ void run(int M, int N, int K, float alpha, const float* __restrict__ A,
-                                               const float* __restrict__ B, float beta, float* __restrict__ C,
-                                               float* __restrict__ W) {
+    static __device__ __forceinline__ void mainloop(int M, int N, int K, const float* __restrict__ A,
+                                                    const float* __restrict__ B, int row0, int col0, int tBegin,
+                                                    int tiles, float (&acc)[TM][TN]) {
         extern __shared__ __align__(16) float smem[];
         float* As = smem;                     // STAGES x [BK][LDA], A transposed
         float* Bs = smem + STAGES * A_STAGE;  // STAGES x [BK][BN]
-
-        int row0, col0, tBegin, tiles;
-        swizzled_tile<BM, BN, GROUP>(M, N, row0, col0);  // rung 13's tile order
-        k_slice<BK>(K, tBegin, tiles);                    // and its split-K
 
         // This thread's pieces of a K-tile, fixed for the whole loop: A float4 v covers row
         // aRow + v * A_ROW_STEP of the block tile, columns aK..aK+3 of the K-tile; B float4 v
@@ -173,10 +183,7 @@ struct BigTile {
             kB += BK;
         };
 
-        // Fragment reads: chunk c of the A fragment is rows aOff + c*LM*4 .. +3 of the tile.
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int aOff = (warp / (BN / WN)) * WM + (lane % LM) * 4;
-        const int bOff = (warp % (BN / WN)) * WN + (lane / LM) * 4;
+        const int aOff = a_off(), bOff = b_off();
         auto load_frag = [&](const float* as, const float* bs, int k, float (&fa)[TM], float (&fb)[TN]) {
 #pragma unroll
             for (int c = 0; c < MCH; ++c) {
@@ -190,7 +197,6 @@ struct BigTile {
             }
         };
 
-        float acc[TM][TN];
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -242,41 +248,166 @@ struct BigTile {
                 outer_product<TM, TN, ORDER>(acc, fa[k & 1], fb[k & 1]);
             }
         }
-        cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+        cp_async_wait<0>();  // no copy may still target shared memory when the block moves on
+    }
 
-        // Epilogue: one float4 per (row, column chunk). With split-K the unscaled partial sums go
-        // to this slice's workspace plane and the reduction applies alpha and beta once.
-        float* out = C;
-        float a = alpha, b = beta;
-        if (gridDim.z > 1) {
-            out = W + (long long)blockIdx.z * M * N;
-            a = 1.0f;
-            b = 0.0f;
-        }
-        const bool vecC = (N % 4 == 0) && aligned16(out);
+    // C tile at (row0, col0) = a * acc + b * C, one float4 per (row, column chunk): each row of a
+    // thread's chunk is one 128-bit store, and a warp's store covers whole 32-byte sectors.
+    static __device__ __forceinline__ void store_tile(float* __restrict__ out, int M, int N, int row0, int col0,
+                                                      const float (&acc)[TM][TN], float a, float b) {
 #pragma unroll
-        for (int i = 0; i < TM; ++i) {
-            const int r = row0 + aOff + (i / 4) * LM * 4 + i % 4;
+        for (int i = 0; i < TM; ++i)
 #pragma unroll
             for (int c = 0; c < NCH; ++c) {
                 const float* v = &acc[i][4 * c];
-                store4(out, M, N, r, col0 + bOff + c * LN * 4, make_float4(v[0], v[1], v[2], v[3]), a, b, vecC);
+                store_chunk(out, M, N, row0, col0, i, c, make_float4(v[0], v[1], v[2], v[3]), a, b);
             }
+    }
+    // Row i, column chunk c of this thread's part of the tile.
+    static __device__ __forceinline__ void store_chunk(float* __restrict__ out, int M, int N, int row0, int col0,
+                                                       int i, int c, float4 v, float a, float b) {
+        const bool vecC = (N % 4 == 0) && aligned16(out);
+        store4(out, M, N, row0 + a_off() + (i / 4) * LM * 4 + i % 4, col0 + b_off() + c * LN * 4, v, a, b, vecC);
+    }
+
+    // One output tile a block (rung 13's swizzled order), or K-slices of it (split-K).
+    template <bool VEC>
+    static __device__ __forceinline__ void run(int M, int N, int K, float alpha, const float* __restrict__ A,
+                                               const float* __restrict__ B, float beta, float* __restrict__ C,
+                                               float* __restrict__ W) {
+        int row0, col0, tBegin, tiles;
+        swizzled_tile<BM, BN, GROUP>(M, N, row0, col0);
+        k_slice<BK>(K, tBegin, tiles);
+        float acc[TM][TN];
+        mainloop<VEC>(M, N, K, A, B, row0, col0, tBegin, tiles, acc);
+        // With split-K the unscaled partial sums go to this slice's workspace plane and the
+        // reduction kernel applies alpha and beta once.
+        const bool split = gridDim.z > 1;
+        store_tile(split ? W + (long long)blockIdx.z * M * N : C, M, N, row0, col0, acc, split ? 1.0f : alpha,
+                   split ? 0.0f : beta);
+    }
+
+    // Stream-K (stream_k.cuh): a one-wave grid walks its share of all tiles' K-iterations.
+    // The block's schedule (which tile, which K-tiles) lives in shared memory, written by thread 0
+    // and read back after each main loop: kept in registers it would stay live across the main
+    // loop, which already holds ~230, and spill.
+    template <bool VEC, bool HYBRID>
+    static __device__ __forceinline__ void run_stream_k(int M, int N, int K, float alpha,
+                                                        const float* __restrict__ A, const float* __restrict__ B,
+                                                        float beta, float* __restrict__ C, float* __restrict__ W) {
+        struct Schedule {
+            StreamK sk;
+            long long it, end;  // the next iteration of this block's range, and its end
+            int s, k0, k1;      // the segment now: stream-K tile s, its K-tiles [k0, k1)
+            int row0, col0;     // and where that tile sits in C
+        };
+        __shared__ Schedule sh;
+        if (threadIdx.x == 0) {
+            sh.sk = StreamK(((M + BM - 1) / BM) * ((N + BN - 1) / BN), (K + BK - 1) / BK, gridDim.x, HYBRID);
+            sh.it = sh.sk.start(blockIdx.x);
+            sh.end = sh.sk.start(blockIdx.x + 1);
+        }
+        __syncthreads();
+        float acc[TM][TN];
+
+        if constexpr (HYBRID) {
+            // Whole tiles first, in swizzled order, so the wave shares A and B rows in L2.
+            for (int t = blockIdx.x; t < sh.sk.dp_tiles; t += gridDim.x) {
+                if (threadIdx.x == 0) {
+                    sh.s = t;
+                    swizzled_tile_at<BM, BN, GROUP>(M, N, t, sh.row0, sh.col0);
+                }
+                __syncthreads();
+                mainloop<VEC>(M, N, K, A, B, sh.row0, sh.col0, 0, sh.sk.iters, acc);
+                store_tile(C, M, N, sh.row0, sh.col0, acc, alpha, beta);
+                t = sh.s;  // (from shared memory as well, rather than live across the main loop)
+                __syncthreads();  // every read of this tile's schedule and stages is done before
+                                  // thread 0 writes the next one
+            }
+        }
+        while (sh.it < sh.end) {
+            if (threadIdx.x == 0) {
+                const int iters = sh.sk.iters;
+                sh.s = (int)(sh.it / iters);
+                sh.k0 = (int)(sh.it % iters);
+                sh.k1 = (int)min((long long)iters, sh.k0 + (sh.end - sh.it));
+                swizzled_tile_at<BM, BN, GROUP>(M, N, sh.sk.dp_tiles + sh.s, sh.row0, sh.col0);
+            }
+            __syncthreads();
+            mainloop<VEC>(M, N, K, A, B, sh.row0, sh.col0, sh.k0, sh.k1 - sh.k0, acc);
+            if (sh.k0 == 0 && sh.k1 == sh.sk.iters) {
+                store_tile(C, M, N, sh.row0, sh.col0, acc, alpha, beta);
+            } else {
+                // A thread's partial lies in its own floats of the slot, (element, thread) order:
+                // a warp's store covers 128 contiguous bytes. (4-byte stores: a 128-bit store of
+                // acc would pin the accumulators to aligned register quads, and the main loop's
+                // register allocation would then take bank conflicts.)
+                float* slots = W + StreamK::flag_floats(sh.sk.tiles);
+                float* mine = slots + sh.sk.slot(blockIdx.x, sh.s) * (BM * BN);
+#pragma unroll
+                for (int i = 0; i < TM; ++i)
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) __stcg(&mine[(i * TN + j) * NT + threadIdx.x], acc[i][j]);
+                const long long first = (long long)sh.s * sh.sk.iters;
+                const int b0 = sh.sk.owner(first), b1 = sh.sk.owner(first + sh.sk.iters - 1);
+                if (arrive_last(reinterpret_cast<int*>(W) + sh.s, b1 - b0 + 1)) {
+                    // Last in: the sum in block order from the slots (its own included), four
+                    // rows at a time. (A whole slot's loads in flight beside the accumulators
+                    // would raise the kernel's register allocation, main loop included, to 255.)
+                    constexpr int RG = TM < 4 ? TM : 4;
+#pragma unroll
+                    for (int i0 = 0; i0 < TM; i0 += RG) {
+                        float sum[RG][TN];
+#pragma unroll
+                        for (int r = 0; r < RG; ++r)
+#pragma unroll
+                            for (int j = 0; j < TN; ++j) sum[r][j] = 0.0f;
+                        for (int b = b0; b <= b1; ++b) {
+                            const float* part = slots + sh.sk.slot(b, sh.s) * (BM * BN);
+#pragma unroll
+                            for (int r = 0; r < RG; ++r)
+#pragma unroll
+                                for (int j = 0; j < TN; ++j) sum[r][j] += __ldcg(&part[((i0 + r) * TN + j) * NT + threadIdx.x]);
+                        }
+#pragma unroll
+                        for (int r = 0; r < RG; ++r)
+#pragma unroll
+                            for (int c = 0; c < NCH; ++c)
+                                store_chunk(C, M, N, sh.row0, sh.col0, i0 + r, c,
+                                            make_float4(sum[r][4 * c], sum[r][4 * c + 1], sum[r][4 * c + 2],
+                                                        sum[r][4 * c + 3]), alpha, beta);
+                    }
+                }
+            }
+            __syncthreads();  // everyone has read this segment's schedule and fragments
+            if (threadIdx.x == 0) sh.it += sh.k1 - sh.k0;
+            __syncthreads();
         }
     }
 };
 
+// STREAMK: 0 one tile a block (split-K over gridDim.z); 1 stream-K over every tile; 2 hybrid,
+// whole waves data-parallel and the last wave and a half dealt out in K (stream_k.cuh).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int NT, int STAGES, int PADA, int GROUP,
-          int MINB, int ORDER>
+          int MINB, int ORDER, int STREAMK>
 __global__ void __launch_bounds__(NT, MINB)
 sgemm_bigtile(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
               float beta, float* __restrict__ C, float* __restrict__ W) {
     using Tile = BigTile<BM, BN, BK, WM, WN, TM, TN, NT, STAGES, PADA, GROUP, ORDER>;
     // One uniform branch for the whole block picks the straight-line loop or the general one.
-    if ((K % 4 == 0) && (N % 4 == 0) && aligned16(A) && aligned16(B)) {
-        Tile::template run<true>(M, N, K, alpha, A, B, beta, C, W);
+    const bool vec = (K % 4 == 0) && (N % 4 == 0) && aligned16(A) && aligned16(B);
+    if constexpr (STREAMK == 0) {
+        if (vec) {
+            Tile::template run<true>(M, N, K, alpha, A, B, beta, C, W);
+        } else {
+            Tile::template run<false>(M, N, K, alpha, A, B, beta, C, W);
+        }
     } else {
-        Tile::template run<false>(M, N, K, alpha, A, B, beta, C, W);
+        if (vec) {
+            Tile::template run_stream_k<true, STREAMK == 2>(M, N, K, alpha, A, B, beta, C, W);
+        } else {
+            Tile::template run_stream_k<false, STREAMK == 2>(M, N, K, alpha, A, B, beta, C, W);
+        }
     }
 }
 

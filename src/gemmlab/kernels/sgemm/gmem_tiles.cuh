@@ -23,17 +23,22 @@ __device__ __forceinline__ float4 load4_or_zero(const float* __restrict__ base, 
     return v;
 }
 
-// The block's output tile on a 1-D grid in swizzled order (rungs 13, 14): consecutive blocks
-// take GROUP row-tiles of one column band, so tiles sharing A rows and B columns run together.
+// Output tile number pid in swizzled order (rungs 13, 14): consecutive numbers take GROUP
+// row-tiles of one column band, so tiles sharing A rows and B columns run together.
 template <int BM, int BN, int GROUP>
-__device__ __forceinline__ void swizzled_tile(int M, int N, int& row0, int& col0) {
+__device__ __forceinline__ void swizzled_tile_at(int M, int N, int pid, int& row0, int& col0) {
     const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
-    const int pid = blockIdx.x;
     const int perGroup = GROUP * tilesN;
     const int firstM = (pid / perGroup) * GROUP;
     const int groupRows = min(tilesM - firstM, GROUP);
     row0 = (firstM + (pid % perGroup) % groupRows) * BM;
     col0 = ((pid % perGroup) / groupRows) * BN;
+}
+
+// The block's output tile on a 1-D grid of tiles, in that order.
+template <int BM, int BN, int GROUP>
+__device__ __forceinline__ void swizzled_tile(int M, int N, int& row0, int& col0) {
+    swizzled_tile_at<BM, BN, GROUP>(M, N, blockIdx.x, row0, col0);
 }
 
 // Split-K (rungs 13, 14): slice blockIdx.z of gridDim.z takes K-tiles [tBegin, tBegin + tiles).

@@ -524,6 +524,30 @@ def _bigtile_lanes(v) -> int:
     return (v["WM"] // v["TM"]) * (v["WN"] // v["TN"])
 
 
+def stream_k_blocks(p: GemmProblem, v, sm_count: int) -> int:
+    """Stream-K's grid: one wave (MINB blocks an SM), never more blocks than K-iterations to
+    deal out, so every block's range is non-empty (the fix-up counts on it)."""
+    tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
+    return max(1, min(sm_count * v["MINB"], tiles * cdiv(p.K, v["BK"])))
+
+
+def _bigtile_grid(p: GemmProblem, v) -> Launch:
+    if v["STREAMK"]:
+        return Launch(grid=(stream_k_blocks(p, v, _sm_count()), 1, 1), block=(v["NT"], 1, 1),
+                      shmem=_pipeline_smem(v))
+    return _swizzled_grid(p, v)
+
+
+def _bigtile_workspace(p: GemmProblem, v) -> int:
+    """Split-K: a partial plane a slice. Stream-K (stream_k.cuh): the tiles' flags (rounded to
+    32 floats) and two partial-tile slots a block."""
+    if v["STREAMK"]:
+        tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
+        return cdiv(tiles, 32) * 32 + 2 * stream_k_blocks(p, v, _sm_count()) * v["BM"] * v["BN"]
+    slices = _swizzled_grid(p, v).grid[2]
+    return slices * p.M * p.N if slices > 1 else 0
+
+
 BIGTILE = KernelSpec(
     name="bigtile", op="sgemm", rung=14, title="cuBLAS-class SIMT kernel",
     idea="cuBLAS's FP32 kernel shape (128x256x8 or 256x128x8 tiles, 8x16 outputs a thread in strided float4 "
@@ -539,7 +563,8 @@ BIGTILE = KernelSpec(
             Param("GROUP", 8, (1, 4, 8, 16)),
             Param("MINB", 1, (1, 2), "blocks per SM the register allocation must leave room for"),
             Param("ORDER", 3, (0, 1, 2, 3), "FFMA order: rows, columns, snaking rows, snaking columns"),
-            Param("SPLITK", 0, (0, 1, 2, 4), "K slices; 0 = automatic", template=False)),
+            Param("STREAMK", 0, (0, 1, 2), "0 a tile a block; 1 stream-K; 2 whole waves data-parallel, the rest stream-K"),
+            Param("SPLITK", 0, (0, 1, 2, 4), "K slices; 0 = automatic (ignored with STREAMK)", template=False)),
     constraints=(
         Constraint("NT must be one warp per warp tile: (BM/WM)*(BN/WN)*32",
                    lambda v: v["BM"] % v["WM"] == 0 and v["BN"] % v["WN"] == 0
@@ -561,13 +586,15 @@ BIGTILE = KernelSpec(
         Constraint("GROUP must be >= 1", lambda v: v["GROUP"] >= 1),
         Constraint("ORDER must be 0..3", lambda v: 0 <= v["ORDER"] <= 3),
         Constraint("SPLITK must be >= 0", lambda v: v["SPLITK"] >= 0),
+        Constraint("STREAMK must be 0, 1 or 2", lambda v: v["STREAMK"] in (0, 1, 2)),
         Constraint(f"dynamic shared memory must be <= {MAX_DYNAMIC_SMEM} B",
                    lambda v: _pipeline_smem(v) <= MAX_DYNAMIC_SMEM),
     ),
     splitk_reduce=SPLITK_REDUCE,
+    workspace=_bigtile_workspace,
     threads=lambda v: v["NT"],
     block_tile=lambda v: (v["BM"], v["BN"]),
-    geometry=_swizzled_grid,
+    geometry=_bigtile_grid,
 )
 
 register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT, BIGTILE)
