@@ -85,9 +85,10 @@ class KernelSpec:
     # slices, this kernel (M, N, S, alpha, W, beta, C) reduces the S partial planes into C.
     splitk_reduce: "KernelSpec | None" = None
     # Floats of zeroed scratch a launch needs behind that trailing pointer (problem, params), when
-    # it is not the split-K planes (gridDim.z * M * N): stream-K's partial tiles and tile flags.
-    # The kernel leaves the flags zero again, so one clearing at allocation serves every launch.
-    workspace: Callable[[GemmProblem, Mapping[str, int]], int] | None = None
+    # it is not the split-K planes (gridDim.z * M * N; the hook returns None for those):
+    # stream-K's partial tiles and tile flags. The kernel leaves the flags zero again, so one
+    # clearing at allocation serves every launch.
+    workspace: Callable[[GemmProblem, Mapping[str, int]], int | None] | None = None
     # Shapes the kernel cannot take (alignment, divisibility): "" when it can, else the reason,
     # which the harness raises as one BadArgumentError line before launching.
     problem_check: Callable[[GemmProblem], str] | None = None
@@ -173,14 +174,18 @@ class KernelSpec:
     def launch(self, problem: GemmProblem, values: Mapping[str, int]) -> Launch:
         return self.geometry(problem, values)
 
+    @property
+    def takes_workspace(self) -> bool:
+        """Whether the kernel takes the trailing workspace pointer W (split-K or `workspace`)."""
+        return self.splitk_reduce is not None or self.workspace is not None
+
     def workspace_floats(self, problem: GemmProblem, values: Mapping[str, int]) -> int:
         """Floats of zeroed workspace one launch needs (0: none; the W argument is then null)."""
-        if self.workspace is not None:
-            return self.workspace(problem, values)
-        if self.splitk_reduce is None:
-            return 0
+        own = self.workspace(problem, values) if self.workspace is not None else None
+        if own is not None:
+            return own
         slices = self.launch(problem, values).grid[2]
-        return slices * problem.M * problem.N if slices > 1 else 0
+        return slices * problem.M * problem.N if self.splitk_reduce is not None and slices > 1 else 0
 
     def variant(self, name: str, title: str, idea: str, seed: str = "", **defaults: int) -> "KernelSpec":
         """The same kernel under another name with other default parameters."""

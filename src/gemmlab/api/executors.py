@@ -55,7 +55,7 @@ class KernelGemm(FastGemm):
             self._slots = [self.main.slots[i] for i in (3, 4, 6, 8, 9)]
         else:
             impl = runner.impl
-            takes_w = getattr(runner, "reduce", None) is not None or getattr(impl, "workspace", None) is not None
+            takes_w = impl.takes_workspace
             self.main = prepared(runner.compiled, geometry, GEMM_SIGNATURE + (("ptr",) if takes_w else ()))
             for i, v in enumerate((M, N, K)):
                 self.main.set(i, v)

@@ -106,7 +106,7 @@ class GemmRunner(PreparedImpl):
         geometry = self.impl.launch(problem, self.params)
         extra: tuple[int, ...] = ()
         slices = geometry.grid[2]
-        if self.reduce is not None or self.impl.workspace is not None:
+        if self.impl.takes_workspace:
             floats = self.impl.workspace_floats(problem, self.params)
             extra = (self._workspace_ptr(floats) if floats else 0,)
             if floats and self.impl.workspace is not None and self._workspace_shape != problem.shape:

@@ -538,14 +538,13 @@ def _bigtile_grid(p: GemmProblem, v) -> Launch:
     return _swizzled_grid(p, v)
 
 
-def _bigtile_workspace(p: GemmProblem, v) -> int:
-    """Split-K: a partial plane a slice. Stream-K (stream_k.cuh): the tiles' flags (rounded to
-    32 floats) and two partial-tile slots a block."""
-    if v["STREAMK"]:
-        tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
-        return cdiv(tiles, 32) * 32 + 2 * stream_k_blocks(p, v, _sm_count()) * v["BM"] * v["BN"]
-    slices = _swizzled_grid(p, v).grid[2]
-    return slices * p.M * p.N if slices > 1 else 0
+def _bigtile_workspace(p: GemmProblem, v) -> int | None:
+    """Stream-K (stream_k.cuh): the tiles' flags (rounded to 32 floats) and two partial-tile
+    slots a block; otherwise None, the split-K planes of any kernel with a reduction."""
+    if not v["STREAMK"]:
+        return None
+    tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
+    return cdiv(tiles, 32) * 32 + 2 * stream_k_blocks(p, v, _sm_count()) * v["BM"] * v["BN"]
 
 
 BIGTILE = KernelSpec(
