@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# One command on a GPU machine: the test suite (CPU + GPU tests, compute-sanitizer memcheck
-# and racecheck inside it), then the default SGEMM benchmark against cuBLAS, the reduction
+# One command on a GPU machine: the GPU tests, compute-sanitizer memcheck and racecheck, then the default SGEMM benchmark against cuBLAS, the reduction
 # benchmark against CUB, batched SGEMM against cuBLAS strided-batched and torch.bmm, and the tensor-core (hgemm) benchmarks against cuBLAS in bf16, fp16
 # and tf32, logs in one folder (six files, so that a lent machine's
 # eight-file limit on returned output is respected).
 #   scripts/gpu_check.sh [OUTDIR]          (default ./gpu-check)
 # Extra arguments after OUTDIR go to the SGEMM `gemmlab bench` (e.g. --sizes 1024,4096).
 # Runs from the source tree (PYTHONPATH=src), as the GPU machines have no package index.
-# GPU_CHECK_PARTS="tests", "bench" or "api" runs one part (each fits a 10-minute device call);
-# the default runs all three. "api" is `gemmlab bench --api all` (the entry points as a program
-# calls them, against torch and CuPy). The tests part repeats the 16-thread first-use test
-# GEMMLAB_THREAD_REPEATS times (default 20 here, 3 in a plain pytest run).
+# GPU_CHECK_PARTS="tests", "sanitizer", "bench" or "api" runs one part (each fits a 10-minute
+# device call; the GPU tests and the sanitizer runs together no longer do); the default runs all
+# four. "tests" is tests/gpu without the sanitizer module (the CPU tests run in .ci/run on any
+# machine; GPU_CHECK_CPU=1 adds them here), "sanitizer" is compute-sanitizer memcheck and
+# racecheck over every op (tests/gpu/test_sanitizer.py), "api" is `gemmlab bench --api all`
+# (the entry points as a program calls them, against torch and CuPy). The tests part repeats the
+# 16-thread first-use test GEMMLAB_THREAD_REPEATS times (default 20 here, 3 in a plain pytest run).
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-./gpu-check}" && cd "${1:-./gpu-check}" && pwd)
@@ -32,11 +34,21 @@ status=0
 
 { date -u +%FT%TZ; nvidia-smi || true; "$py" -m gemmlab.cli env; } > "$out/summary.txt" 2>&1
 
-parts=${GPU_CHECK_PARTS:-tests bench api}
+parts=${GPU_CHECK_PARTS:-tests sanitizer bench api}
 if [[ " $parts " == *" tests "* ]]; then
 echo "== tests" | tee -a "$out/summary.txt"
-(cd "$root" && "$py" -m pytest tests -q -rs -p no:cacheprovider 2>&1) | tee "$out/pytest.log" || status=1
+targets=(tests/gpu)
+[[ "${GPU_CHECK_CPU:-0}" == 1 ]] && targets=(tests)
+(cd "$root" && "$py" -m pytest "${targets[@]}" --ignore=tests/gpu/test_sanitizer.py -q -rs -p no:cacheprovider 2>&1) \
+    | tee "$out/pytest.log" || status=1
 tail -n 1 "$out/pytest.log" >> "$out/summary.txt"
+fi
+
+if [[ " $parts " == *" sanitizer "* ]]; then
+echo "== sanitizer" | tee -a "$out/summary.txt"
+(cd "$root" && "$py" -m pytest tests/gpu/test_sanitizer.py -q -rs -p no:cacheprovider 2>&1) \
+    | tee "$out/sanitizer.log" || status=1
+tail -n 1 "$out/sanitizer.log" >> "$out/summary.txt"
 for f in "$work"/sanitizer/*.log; do
     [ -e "$f" ] || continue
     { echo "=== $(basename "$f")"; cat "$f"; } >> "$out/sanitizer.log"
