@@ -19,18 +19,19 @@ TYPES = (  # (kind, ptx type, k, transposable B)
 
 def wrapper(n: int, kind: int, ptx: str, k: int, trans: bool) -> str:
     """One wrapper: the accumulators as "+f" operands, the descriptors, scale_d, and (16-bit
-    types) the B transpose as an immediate ("n") operand."""
+    types) the A and B transposes as immediate ("n") operands."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
-    a, b, scale, tb = regs, regs + 1, regs + 2, regs + 3
-    tail = f"p, 1, 1, 0, %{tb}" if trans else "p, 1, 1"
+    a, b, scale, ta, tb = regs, regs + 1, regs + 2, regs + 3, regs + 4
+    tail = f"p, 1, 1, %{ta}, %{tb}" if trans else "p, 1, 1"
     lines = ("{\\n", ".reg .pred p;\\n", f"setp.ne.b32 p, %{scale}, 0;\\n",
              f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{outs}}}, %{a}, %{b}, {tail};\\n", "}\\n")
     body = "\n".join(f'        "{line}"' for line in lines)
     constraints = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    inputs = '"l"(da), "l"(db), "r"(scale_d)' + (', "n"(TRANS_B)' if trans else "")
-    check = "" if trans else f"    static_assert(TRANS_B == 0, \"wgmma with {ptx} inputs takes K-major B only\");\n"
-    return (f"template <int TRANS_B>\n__device__ __forceinline__ void wgmma_m64n{n}_k{kind}(float (&d)[{regs}], "
+    inputs = '"l"(da), "l"(db), "r"(scale_d)' + (', "n"(TRANS_A), "n"(TRANS_B)' if trans else "")
+    check = "" if trans else (f"    static_assert(TRANS_A == 0 && TRANS_B == 0, \"wgmma with {ptx} inputs takes K-major "
+                              "A and B only\");\n")
+    return (f"template <int TRANS_B, int TRANS_A = 0>\n__device__ __forceinline__ void wgmma_m64n{n}_k{kind}(float (&d)[{regs}], "
             f"unsigned long long da, unsigned long long db, int scale_d) {{\n{check}"
             f"    asm volatile(\n{body}\n            : {constraints}\n            : {inputs});\n}}\n")
 
@@ -41,20 +42,21 @@ def main() -> None:
         "// wgmma.mma_async m64nNk16 (fp16, bf16) and m64nNk8 (tf32) with fp32 accumulators in registers,\n"
         "// A and B from shared memory through matrix descriptors (sm_90a). Function name\n"
         "// wgmma_m64n<N>_k<KIND>, KIND 0 fp16, 1 bf16, 2 tf32; TRANS_B = 1 reads B N-major (row-major\n"
-        "// KxN B), 16-bit types only. scale_d = 0 overwrites d, 1 accumulates into it.\n"
+        "// KxN B), TRANS_A = 1 reads A M-major (A given as a row-major KxM array), 16-bit types only.\n"
+        "// scale_d = 0 overwrites d, 1 accumulates into it.\n"
         "#pragma once\n\nnamespace gemmlab {\nnamespace hop {\n",
     ]
     for kind, ptx, k, trans in TYPES:
         for n in NS:
             parts.append(wrapper(n, kind, ptx, k, trans))
     parts.append("// One entry for every (N, KIND): the kernels pick with template arguments.\n"
-                 "template <int N, int KIND, int TRANS_B>\n"
+                 "template <int N, int KIND, int TRANS_B, int TRANS_A = 0>\n"
                  "__device__ __forceinline__ void wgmma(float (&d)[N / 2], unsigned long long da, unsigned long long db, int scale_d) {\n")
     first = True
     for kind, _, _, _ in TYPES:
         for n in NS:
             kw = "if" if first else "} else if"
-            parts.append(f"    {kw} constexpr (N == {n} && KIND == {kind}) {{\n        wgmma_m64n{n}_k{kind}<TRANS_B>(d, da, db, scale_d);\n")
+            parts.append(f"    {kw} constexpr (N == {n} && KIND == {kind}) {{\n        wgmma_m64n{n}_k{kind}<TRANS_B, TRANS_A>(d, da, db, scale_d);\n")
             first = False
     parts.append("    } else {\n        static_assert(N == 64 || N == 128 || N == 256, \"wgmma N must be 64, 128 or 256 here\");\n    }\n}\n\n}  // namespace hop\n}  // namespace gemmlab\n")
     OUT.write_text("".join(parts))

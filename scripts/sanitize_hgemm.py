@@ -7,8 +7,8 @@ Inputs are made by NumPy on the host and copied over and the references are comp
 host, so the kernels the sanitizer sees are gemmlab's (plus CuPy's NaN fill of C). Shapes cover
 1x1x1, single rows and columns, primes and non-multiples of every tile size - for mma_sync the
 ones its rule allows (K % 8 == 0, N % 8 == 0) - each with beta = 0 (C poisoned, not to be read)
-and with alpha = 1.5, beta = -0.75, in layout nn and, for the kernels that take it, nt (B given
-as its NxK transpose, read in place), with an fp32 C and, where a kernel writes one, a C in the
+and with alpha = 1.5, beta = -0.75, in layout nn and, for the kernels that take them, nt (B given
+as its NxK transpose, read in place), tn and tt (A given as its KxM transpose), with an fp32 C and, where a kernel writes one, a C in the
 input type. Exits 1 if any result is wrong.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
             if dtype not in (impl.dtypes or ("fp16", "bf16")):
                 continue
             outs = ("fp32",) if dtype == "tf32" else ("fp32", dtype)
-            problems = [p for layout in ("nn", "nt") for out in outs
+            problems = [p for layout in ("nn", "nt", "tn", "tt") for out in outs
                         for p in sweep_problems(dtype, ANY_SHAPES + ALIGNED_SHAPES, layout=layout, out=out)
                         if not refusal(impl, p)]
             for r in verify_sweep([impl], problems, host_data=True):

@@ -92,7 +92,8 @@ def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]
 
     flops = 2 * M * N * K
     shape = f"{M}x{N}x{K}"
-    if kind in ("sgemm torch", "hgemm torch bf16"):
+    out = "fp32"
+    if kind in ("sgemm torch", "hgemm torch bf16", "hgemm torch bf16 out"):
         dt = torch.float32 if kind.startswith("sgemm") else torch.bfloat16
         a = (torch.rand(M, K, device="cuda") - 0.5).to(dt)
         b = (torch.rand(K, N, device="cuda") - 0.5).to(dt)
@@ -102,6 +103,10 @@ def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]
             torch.backends.cuda.matmul.allow_tf32 = False
             refs = [("torch.mm", lambda: torch.mm(a, b))]
             call, op = gemmlab.sgemm, "sgemm"
+        elif kind.endswith(" out"):  # C in bf16, as torch.mm writes it: the like-for-like comparison
+            out, c = "bf16", c.to(dt)
+            refs = [("torch.mm", lambda: torch.mm(a, b))]
+            call, op = (lambda x, y, z=None: gemmlab.hgemm(x, y, z, out_dtype=dt)), "hgemm"
         else:
             refs = [("torch.mm (bf16 out)", lambda: torch.mm(a, b)),
                     ("torch.mm (out_dtype=fp32)", lambda: torch.mm(a, b, out_dtype=torch.float32))]
@@ -118,14 +123,15 @@ def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]
 
         refs = [("cupy.matmul", lambda: cp.matmul(a, b))]
         call, op = (gemmlab.sgemm, "sgemm") if dt == cp.float32 else (gemmlab.hgemm, "hgemm")
-    plan = gemmlab.Matmul(a, b)
-    mine = [(f"gemmlab.{op}(A, B)", lambda: call(a, b)), (f"gemmlab.{op}(A, B, C)", lambda: call(a, b, c)),
+    plan = gemmlab.Matmul(a, b, out_dtype=out)
+    first = f"gemmlab.{op}(A, B{', out_dtype=bf16' if out != 'fp32' else ''})"
+    mine = [(first, lambda: call(a, b)), (f"gemmlab.{op}(A, B, C)", lambda: call(a, b, c)),
             ("Matmul.execute()", plan.execute)]
     call(a, b)  # the plain call's executor exists before timing
     bench = None
     if with_bench:
         dtype = "fp32" if op == "sgemm" else ("bf16" if "bf16" in kind else "fp16")
-        bench = _bench_figure(op, plan.impl, GemmProblem(M, N, K, 1.0, 0.0, dtype))
+        bench = _bench_figure(op, plan.impl, GemmProblem(M, N, K, 1.0, 0.0, dtype, "nn", out))
     return _measure(kind, shape, refs, mine, plan, sync, flops / 1e12, "TFLOP/s", bench)
 
 
@@ -174,7 +180,7 @@ def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_uni
     return rows
 
 
-GEMM_KINDS = ("sgemm torch", "sgemm cupy", "hgemm torch bf16", "hgemm cupy fp16")
+GEMM_KINDS = ("sgemm torch", "sgemm cupy", "hgemm torch bf16", "hgemm torch bf16 out", "hgemm cupy fp16")
 SUM_KINDS = ("reduce torch", "reduce cupy")
 
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from .errors import BadArgumentError
 
-KINDS = {"sgemm": ("sgemm torch", "sgemm cupy"), "hgemm": ("hgemm torch bf16", "hgemm cupy fp16"),
+KINDS = {"sgemm": ("sgemm torch", "sgemm cupy"),
+         "hgemm": ("hgemm torch bf16", "hgemm torch bf16 out", "hgemm cupy fp16"),
          "reduce": ("reduce torch", "reduce cupy")}
 
 
@@ -28,7 +29,7 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
 
     def show(row):
         bench = f"  bench {row.bench_figure:,.1f}" if row.bench_figure else ""
-        console.print(f"{row.case:17} {row.shape:>15}  {row.call:28} {row.impl:>16}  {row.host_us:8.1f} us/call  "
+        console.print(f"{row.case:20} {row.shape:>15}  {row.call:36} {row.impl:>16}  {row.host_us:8.1f} us/call  "
                       f"{row.figure:10,.1f} {row.unit}{bench}")
 
     rows = apibench.run(kinds, gemm_sizes, sum_sizes, on_row=show)

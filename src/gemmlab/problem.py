@@ -22,7 +22,8 @@ OUT_DTYPES = ("fp32", "fp16", "bf16")
 @dataclass(frozen=True)
 class GemmProblem:
     """C (MxN) = alpha * op(A) @ op(B) + beta * C, row-major and contiguous: A MxK and B KxN as
-    given with layout "nn" (the default); layout "nt" gives B as its transpose, an NxK array.
+    given with layout "nn" (the default); layout "nt" gives B as its transpose, an NxK array,
+    "tn" A as its transpose, a KxM array, "tt" both.
     C is `out_dtype` (fp32 unless an op offers another)."""
 
     M: int
@@ -46,6 +47,11 @@ class GemmProblem:
                                    "n as given, t transposed)")
         if self.out_dtype not in OUT_DTYPES:
             raise BadArgumentError(f"out_dtype {self.out_dtype!r} must be one of {', '.join(OUT_DTYPES)}")
+
+    @property
+    def a_transposed(self) -> bool:
+        """A is given as its transpose: a KxM row-major array (M-major A; layouts tn and tt)."""
+        return self.layout[0] == "t"
 
     @property
     def b_transposed(self) -> bool:

@@ -134,3 +134,49 @@ def test_a_framework_call_within_the_margin_yields_to_a_prepared_kernel(monkeypa
     near = dispatch.choose("reduce", "fp32", (1 << 28,), "G", "sm_90")
     assert near.impl == "tile_queue" and "within 5% of cub" in near.reason
     assert dispatch.choose("reduce", "fp32", (1 << 10,), "G", "sm_90").impl == "cub", "a clear win stays"
+
+
+HALF_TABLE = {"gpus": [
+    {"gpu": "GPU A", "arch": "sm_90", "command": "c", "entries": [
+        {"op": "hgemm", "dtype": "bf16", "shape": [1024, 1024, 1024],
+         "candidates": [{"impl": "warp_specialized", "params": {}, "figure": 500.0},
+                        {"impl": "persistent", "params": {}, "figure": 480.0},
+                        {"impl": "cublas", "params": {}, "figure": 470.0}]},
+    ]},
+]}
+
+
+def test_a_16bit_c_skips_the_kernels_that_write_fp32_only(monkeypatch):
+    monkeypatch.setattr(dispatch, "_tables", HALF_TABLE)
+    fp32_c = gemmlab.explain(op="hgemm", shape=(1024, 1024, 1024), dtype="bf16", gpu="GPU A", arch="sm_90")
+    assert "runs:    warp_specialized" in fp32_c and "C bf16" not in fp32_c
+    for out in ("bf16", "bfloat16"):
+        text = gemmlab.explain(op="hgemm", shape=(1024, 1024, 1024), dtype="bf16", gpu="GPU A", arch="sm_90",
+                               out_dtype=out)
+        assert "runs:    persistent" in text and "skipped warp_specialized" in text
+        assert "1024x1024x1024 bf16, C bf16" in text and "measured with an fp32 C" in text
+
+
+@pytest.mark.parametrize("dtype,out", [("bf16", "fp16"), ("tf32", "bf16"), ("fp32", "bf16")])
+def test_a_16bit_c_of_another_type_is_one_line(dtype, out):
+    op = "sgemm" if dtype == "fp32" else "hgemm"
+    with pytest.raises(BadArgumentError, match="writes C in"):
+        gemmlab.explain(op=op, shape=(64, 64, 64), dtype=dtype, gpu="GPU A", arch="sm_90", out_dtype=out)
+
+
+@pytest.mark.parametrize("value", ["int8", "fp8", 3])
+def test_an_unknown_out_dtype_is_one_line(value):
+    with pytest.raises(BadArgumentError, match="out_dtype must be"):
+        gemmlab.explain(op="hgemm", shape=(64, 64, 64), dtype="bf16", gpu="GPU A", arch="sm_90", out_dtype=value)
+
+
+def test_out_dtype_spellings():
+    from gemmlab.api.checks import out_name
+
+    for spelling in ("bf16", "bfloat16"):
+        assert out_name(spelling) == "bf16"
+    for spelling in ("fp16", "float16", "half", np.float16, np.dtype(np.float16)):
+        assert out_name(spelling) == "fp16"
+    assert out_name(np.float32) == out_name("float32") == "fp32" and out_name(None) is None
+    with pytest.raises(BadArgumentError, match="out_dtype must be"):
+        out_name(["bf16"])  # unhashable: refused in one line, not a TypeError

@@ -1,9 +1,10 @@
-"""Which torch operands the plain call reads in place (calls._transposed / torch_layout), without
-a GPU or torch: a stand-in module with a Tensor class that has torch's stride rules."""
-import sys
+"""Which operands the API reads in place as transposed views (calls._transposed on the torch hot
+path, operands.transposed on the general path, plans and explain), without a GPU, torch or CuPy:
+stand-ins with torch's stride rules and CuPy's flags."""
 import types
 
 from gemmlab.api import calls
+from gemmlab.api.operands import Operand, transposed
 
 
 class Tensor:
@@ -30,10 +31,20 @@ def test_transposed_views_and_other_strides():
     assert calls._transposed(Tensor((6, 4), (8, 1))) is None  # a slice: copied
 
 
-def test_torch_layout_follows_the_hot_path(monkeypatch):
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor))
-    x, w_t = Tensor((6, 4), (4, 1)), Tensor((4, 5), (1, 4))
-    assert calls.torch_layout(x, w_t) == (False, True)
-    assert calls.torch_layout(Tensor((6, 4), (1, 6)), w_t) == (True, True)
-    assert calls.torch_layout(x, Tensor((4, 5), (10, 1))) == (False, False), "a copied operand: no in-place path"
-    assert calls.torch_layout(x, Parameter((4, 5), (1, 4))) == (False, False), "subclasses take the general path"
+def _op(obj, family, shape, contiguous, ptr=0):
+    return Operand(obj, ptr, shape, "fp16", 0, 0, family, contiguous)
+
+
+def test_transposed_operands_of_torch_and_cupy():
+    w_t = Tensor((4, 5), (1, 4))  # W.T of a contiguous 5 x 4 W
+    assert transposed(_op(w_t, "torch", (4, 5), False))
+    assert transposed(_op(Parameter((4, 5), (1, 4)), "torch", (4, 5), False)), "nn.Parameter: the general path"
+    assert not transposed(_op(Tensor((4, 5), (10, 1)), "torch", (4, 5), False)), "a slice: copied"
+    assert not transposed(_op(Tensor((4, 5), (5, 1)), "torch", (4, 5), True)), "row-major: dense, not transposed"
+    assert not transposed(_op(w_t, "torch", (4, 5), False, ptr=8)), "misaligned: copied"
+    f_order = types.SimpleNamespace(flags=types.SimpleNamespace(f_contiguous=True))
+    strided = types.SimpleNamespace(flags=types.SimpleNamespace(f_contiguous=False))
+    assert transposed(_op(f_order, "cupy", (4, 5), False))
+    assert not transposed(_op(strided, "cupy", (4, 5), False))
+    assert not transposed(_op(f_order, "cupy", (3, 4, 5), False)), "2-D only"
+    assert not transposed(_op(object(), "cai", (4, 5), False)), "other producers: copied"

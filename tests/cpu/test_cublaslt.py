@@ -45,18 +45,18 @@ def test_struct_sizes_are_the_headers():
 
 
 class _Classic:
-    def __init__(self, *shape):
-        self.shape = shape
+    def __init__(self, *shape, out_dtype="fp32", trans_a=False, trans_b=False):
+        self.shape, self.out, self.trans = shape, out_dtype, (trans_a, trans_b)
 
 
 def _fake_lt(fail: Exception | None):
     class FakeLt:
         workspace_bytes = 1 << 20
 
-        def __init__(self, *shape, trans_a=False, trans_b=False):
+        def __init__(self, *shape, trans_a=False, trans_b=False, out_dtype="fp32"):
             if fail:
                 raise fail
-            self.shape, self.trans = shape, (trans_a, trans_b)
+            self.shape, self.trans, self.out = shape, (trans_a, trans_b), out_dtype
 
     return FakeLt
 
@@ -73,6 +73,15 @@ def test_classic_cublas_when_lt_has_no_algorithm(monkeypatch, op, kind, call):
     assert not ex.owns_workspace
 
 
+def test_classic_gemm_ex_takes_the_transposes_when_lt_has_no_algorithm(monkeypatch):
+    monkeypatch.setattr(cublaslt, "PreparedLtGemm", _fake_lt(cublaslt.NoAlgorithmError("no algorithm for it")))
+    monkeypatch.setattr(cublas, "PreparedGemm", _Classic)
+    monkeypatch.setattr(cublas, "handle", lambda: None)
+    ex = executors.CublasGemm(GemmProblem(64, 48, 32, dtype="bf16", layout="tt", out_dtype="bf16"), "hgemm",
+                              (True, True))
+    assert ex.call.trans == (True, True) and ex.call.out == "bf16" and ex.library_call == "cublasGemmEx"
+
+
 def test_a_transposed_operand_is_never_left_to_the_classic_path(monkeypatch):
     from gemmlab.api.executors import LayoutNotSupported
 
@@ -82,6 +91,28 @@ def test_a_transposed_operand_is_never_left_to_the_classic_path(monkeypatch):
     monkeypatch.setattr(cublaslt, "PreparedLtGemm", _fake_lt(None))
     ex = executors.CublasGemm(GemmProblem(64, 48, 32), "sgemm", (True, False))
     assert ex.call.trans == (True, False) and ex.layout == (True, False)
+
+
+@pytest.mark.parametrize("out,expected", [("fp32", cublaslt.CUDA_R_32F), ("bf16", cublaslt.CUDA_R_16BF)])
+def test_c_type_is_fp32_or_the_inputs_16bit_type(out, expected):
+    assert cublaslt.c_type("ex", "bf16", "fp32" if out == "fp32" else "bf16") == expected
+    assert cublaslt.c_type("ex", "fp16", "fp16") == cublaslt.CUDA_R_16F
+
+
+@pytest.mark.parametrize("kind,dtype,out", [("ex", "bf16", "fp16"), ("ex", "tf32", "bf16"), ("sgemm", "fp32", "fp16"),
+                                            ("batched", "fp32", "bf16")])
+def test_a_16bit_c_of_another_type_is_refused(kind, dtype, out):
+    with pytest.raises(ValueError):
+        cublaslt.c_type(kind, dtype, out)
+
+
+@pytest.mark.parametrize("lt_fails", [False, True])
+def test_the_executor_hands_cublas_the_c_type(monkeypatch, lt_fails):
+    monkeypatch.setattr(cublaslt, "PreparedLtGemm", _fake_lt(cublaslt.NoAlgorithmError("none") if lt_fails else None))
+    monkeypatch.setattr(cublas, "PreparedGemm", _Classic)
+    monkeypatch.setattr(cublas, "handle", lambda: None)
+    ex = executors.CublasGemm(GemmProblem(64, 48, 32, dtype="bf16", out_dtype="bf16"), "hgemm")
+    assert ex.call.out == "bf16"
 
 
 def test_lt_when_it_prepares(monkeypatch):

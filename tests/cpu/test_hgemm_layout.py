@@ -1,9 +1,9 @@
-"""Layout nt (B given as its NxK transpose: x @ W.T) without a GPU: the problem type, the spec's
-B_KMAJOR flag and TMA rule, which implementations take the layout and the one-line refusals of
+"""Layouts nt (B given as its NxK transpose: x @ W.T), tn and tt (A given as its KxM transpose)
+without a GPU: the problem type, the spec's B_KMAJOR and A_MNMAJOR flags and TMA rules, which implementations take the layout and the one-line refusals of
 the others, the flag set from the problem (never tuned, never from --params), the inputs and
 the fp64 check (a kernel that ignored the layout fails), the CLI's --layout, the API's in-place
-rule, cuBLAS's arguments, and the persistent kernel compiled for both layouts (registers, no
-spills; in SASS, wgmma reads an NxK B without the transpose bit). GPU: tests/gpu/test_hgemm_layout.py.
+rule, cuBLAS's arguments, and the persistent kernel compiled for every layout (registers, no
+spills; in SASS, wgmma reads an NxK B without the B transpose bit, a KxM A with the A one). GPU: tests/gpu/test_hgemm_layout.py.
 """
 import types
 
@@ -16,7 +16,7 @@ from gemmlab.cuda import compile as cc
 from gemmlab.cuda import cublas
 from gemmlab.cuda.device import gpu_available
 from gemmlab.errors import BadArgumentError, ConstraintError
-from gemmlab.kernels.hgemm.specs import b_kmajor, kmajor_b_rule, tma_boxes
+from gemmlab.kernels.hgemm.specs import b_kmajor, kmajor_b_rule, mnmajor_a_rule, tma_boxes
 from gemmlab.ops import hgemm_check as hv
 from gemmlab.ops.base import ShapeArgs
 from gemmlab.ops.hgemm import OP, refusal
@@ -42,12 +42,17 @@ def test_the_problem_carries_its_layout():
 
 def test_b_kmajor_is_set_by_the_problem_not_tuned():
     param = next(p for p in PERSISTENT.params if p.name == "B_KMAJOR")
-    assert [p.name for p in PERSISTENT.params][:3] == ["DTYPE", "B_KMAJOR", "OUT16"]
+    assert [p.name for p in PERSISTENT.params][:4] == ["DTYPE", "B_KMAJOR", "OUT16", "A_MNMAJOR"]
     assert param.default == 0 and param.space == (), "no search axis"
     with pytest.raises(ConstraintError, match="B_KMAJOR must be 0"):
         PERSISTENT.resolve({"B_KMAJOR": 2})
-    assert OP.fixed_params(PERSISTENT, "bf16") == {"DTYPE": 1, "B_KMAJOR": 0, "OUT16": 0}
-    assert OP.fixed_params(PERSISTENT, "fp16", "nt") == {"DTYPE": 0, "B_KMAJOR": 1, "OUT16": 0}
+    with pytest.raises(ConstraintError, match="A_MNMAJOR must be 0"):
+        PERSISTENT.resolve({"A_MNMAJOR": 2})
+    assert OP.fixed_params(PERSISTENT, "bf16") == {"DTYPE": 1, "B_KMAJOR": 0, "OUT16": 0, "A_MNMAJOR": 0}
+    assert OP.fixed_params(PERSISTENT, "fp16", "nt") == {"DTYPE": 0, "B_KMAJOR": 1, "OUT16": 0, "A_MNMAJOR": 0}
+    assert OP.fixed_params(PERSISTENT, "fp16", "tn") == {"DTYPE": 0, "B_KMAJOR": 0, "OUT16": 0, "A_MNMAJOR": 1}
+    assert OP.fixed_params(PERSISTENT, "bf16", "tt", "bf16") == {"DTYPE": 1, "B_KMAJOR": 1, "OUT16": 1,
+                                                                 "A_MNMAJOR": 1}
     assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32", "nt") == {}
     assert OP.fixed_params(registry.get("mma_sync", "hgemm"), "bf16", "nt") == {"DTYPE": 1}
 
@@ -58,6 +63,8 @@ def test_tma_boxes_follow_the_b_layout():
     assert tma_boxes(PERSISTENT, {**v, "B_KMAJOR": 1})["B"] == (128, 64), "NxK: BN/CM rows x one K tile"
     assert tma_boxes(PERSISTENT, {**v, "B_KMAJOR": 1, "BN": 128, "CM": 1})["B"] == (128, 64)
     assert b_kmajor(registry.get("tf32_wgmma", "hgemm"), {}) and not b_kmajor(PERSISTENT, v)
+    assert tma_boxes(PERSISTENT, v)["A"] == (128, 64), "MxK: 128 M rows x one K tile"
+    assert tma_boxes(PERSISTENT, {**v, "A_MNMAJOR": 1})["A"] == (64, 64), "KxM: one K tile x 64 M columns"
 
 
 def test_the_tma_rule_for_an_in_place_nxk_b():
@@ -66,6 +73,8 @@ def test_the_tma_rule_for_an_in_place_nxk_b():
     assert why == ("reads a K-major B (given as NxK) in place only when K % 8 == 0 (TMA: its row pitch, 2 * K "
                    "bytes, must be a multiple of 16); 64x64x4097 has K = 4097")
     assert kmajor_b_rule(GemmProblem(64, 64, 12, dtype="tf32", layout="nt")) == ""
+    assert mnmajor_a_rule(GemmProblem(4096, 64, 60, dtype="bf16", layout="tn")) == ""
+    assert "M % 8 == 0" in mnmajor_a_rule(GemmProblem(4097, 64, 64, dtype="fp16", layout="tt"))
     assert "K % 4 == 0" in kmajor_b_rule(GemmProblem(64, 64, 13, dtype="tf32", layout="nt"))
 
 
@@ -80,8 +89,19 @@ def test_which_implementations_take_layout_nt():
             "tf32_wgmma or the baselines"), "the layout is the reason, not K % 8"
     assert refusal(PERSISTENT, GemmProblem(64, 64, 64, dtype="tf32", layout="nt")) == \
         "persistent takes fp16 or bf16 inputs, not tf32"
-    assert "A given transposed is not implemented" in refusal(PERSISTENT, GemmProblem(8, 8, 8, dtype="bf16",
-                                                                                         layout="tn"))
+
+
+@pytest.mark.parametrize("layout", ["tn", "tt"])
+def test_which_implementations_take_a_transposed_a(layout):
+    p = GemmProblem(13, 64, 12, dtype="bf16", layout=layout)
+    takers = {i.name for i in registry.all_impls("hgemm") if not refusal(i, p)}
+    assert takers == {"persistent", "cublas", "torch"}, "any shape: M % 8 != 0 is padded, not refused"
+    for name in ("wmma", "mma_sync", "tma_wgmma", "warp_specialized"):
+        assert refusal(registry.get(name, "hgemm"), p) == (
+            f"{name} reads A as a row-major MxK array only; layout {layout} (A given as KxM) runs on persistent or "
+            "the baselines")
+    tf32 = GemmProblem(64, 64, 64, dtype="tf32", layout=layout)
+    assert "reads A as a row-major MxK array only" in refusal(registry.get("tf32_wgmma", "hgemm"), tf32)
 
 
 def test_problems_labels_rows_and_runner_keys():
@@ -95,8 +115,9 @@ def test_problems_labels_rows_and_runner_keys():
     assert sweep and all(p.layout == "nt" for p in sweep)
     point = types.SimpleNamespace(problem=problems[1])
     assert OP.row_fields(point)["extra"] == {"layout": "nt", "out_dtype": "fp32"}
-    with pytest.raises(BadArgumentError, match="A given transposed is not implemented"):
-        OP.problems(ShapeArgs(sizes="64", layout="tt"))
+    assert [p.layout for p in OP.problems(ShapeArgs(sizes="64", layout="tt"))] == ["tt"]
+    with pytest.raises(BadArgumentError, match="choose nn .* tn .* or tt"):
+        OP.problems(ShapeArgs(sizes="64", layout="ta"))
 
 
 def _kernel(a, b_kn, c0, alpha, beta):
@@ -120,10 +141,25 @@ def test_nt_inputs_and_a_kernel_that_ignores_the_layout(dtype):
             assert not OP.check(ignored, A, Bt, C0, p).passed
 
 
+@pytest.mark.parametrize("dtype", ("fp16", "bf16"))
+@pytest.mark.parametrize("layout", ("tn", "tt"))
+def test_tn_inputs_and_a_kernel_that_ignores_the_layout(dtype, layout):
+    M = N = K = 64  # square: every misreading has the right shape
+    p = GemmProblem(M, N, K, 1.5, -0.75, dtype, layout)
+    At, B, C0 = hv.make_inputs(p, seed=8, xp=np)
+    assert At.shape == (K, M), "A is given as KxM"
+    at, b = hv.decode(At, dtype), hv.decode(B, dtype)
+    b_kn = b.T if layout == "tt" else b
+    good = _kernel(at.T, b_kn, C0, 1.5, -0.75)
+    v = OP.check(good, At, B, C0, p)
+    assert v.passed, v.reason
+    assert not OP.check(_kernel(at, b_kn, C0, 1.5, -0.75), At, B, C0, p).passed, "the KxM array read as MxK"
+
+
 @pytest.mark.parametrize("args,needle", [
     (["bench", "--layout", "nt"], "--layout is for --op hgemm"),
     (["verify", "--op", "bgemm", "--layout", "nt"], "--layout is for --op hgemm"),
-    (["bench", "--op", "hgemm", "--layout", "tn"], "--layout 'tn': choose nn (B is KxN) or nt"),
+    (["bench", "--op", "hgemm", "--layout", "tx"], "--layout 'tx': choose nn (A is MxK, B is KxN), nt"),
     (["verify", "--op", "hgemm", "--layout", "NT"], "--layout 'NT': choose nn"),
     (["verify", "--op", "hgemm", "--impl", "wmma", "--layout", "nt", "--M", "64", "--N", "64", "--K", "64"],
      "wmma reads B as a row-major KxN array only; layout nt (B given as NxK) runs on persistent"),
@@ -152,12 +188,19 @@ def test_api_in_place_rule():
     nt = GemmProblem(256, 264, 1032, dtype="bf16", layout="nt")
     assert in_place_refusal(PERSISTENT, nt, (False, True)) == "" and tma_fast(PERSISTENT, nt)
     assert "read in place as NxK" in layout_note(PERSISTENT, nt, (False, True))
+    tn = GemmProblem(256, 264, 1030, dtype="bf16", layout="tn")
+    assert in_place_refusal(PERSISTENT, tn, (True, False)) == "" and tma_fast(PERSISTENT, tn), "K % 8: A is KxM"
+    assert "read in place as KxM" in layout_note(PERSISTENT, tn, (True, False))
+    assert in_place_refusal(PERSISTENT, GemmProblem(250, 264, 1032, dtype="bf16", layout="tn"),
+                            (True, False)).startswith("persistent reads an M-major A (given as KxM) in place only")
+    tt = GemmProblem(256, 264, 1032, dtype="fp16", layout="tt")
+    assert in_place_refusal(PERSISTENT, tt, (True, True)) == "" and tma_fast(PERSISTENT, tt)
     odd_k = GemmProblem(256, 264, 1030, dtype="bf16", layout="nt")
     assert in_place_refusal(PERSISTENT, odd_k, (False, True)).startswith(
         "persistent reads a K-major B (given as NxK) in place only when K % 8 == 0")
     assert "C is padded" in in_place_refusal(PERSISTENT, GemmProblem(64, 37, 64, dtype="bf16", layout="nt"),
                                              (False, True))
-    assert "reads A row-major only" in in_place_refusal(PERSISTENT, nt, (True, True))
+    assert "reads A row-major only" in in_place_refusal(registry.get("tma_wgmma", "hgemm"), nt, (True, False))
     assert "reads row-major operands only" in in_place_refusal(registry.get("mma_sync", "hgemm"), nt, (False, True))
     tf32 = registry.get("tf32_wgmma", "hgemm")
     assert in_place_refusal(tf32, GemmProblem(300, 136, 72, dtype="tf32", layout="nt"), (False, True)) == ""
@@ -171,13 +214,15 @@ def test_cublas_reads_an_nxk_b_with_its_transpose_flag(monkeypatch):
     monkeypatch.setattr(cublas, "_raw", types.SimpleNamespace(cublasGemmEx=None, cublasSgemm_v2=None))
     M, N, K = 5, 7, 3
 
-    def args(trans_b):
-        g = cublas.PreparedGemm("ex", M, N, K, "bf16", trans_b=trans_b)
+    def args(trans_b, trans_a=False):
+        g = cublas.PreparedGemm("ex", M, N, K, "bf16", trans_b=trans_b, trans_a=trans_a)
         return [getattr(x, "value", x) for x in g._args[1:6]] + [g._args[9].value, g._args[12].value]
 
     # (transa, transb, m, n, k, lda (gemmlab's B), ldb (gemmlab's A))
     assert args(False) == [cublas.OP_N, cublas.OP_N, N, M, K, N, K]
     assert args(True) == [cublas.OP_T, cublas.OP_N, N, M, K, K, K], "the NxK array: OP_T, leading dimension K"
+    assert args(False, True) == [cublas.OP_N, cublas.OP_T, N, M, K, N, M], "the KxM array: OP_T, leading dimension M"
+    assert args(True, True) == [cublas.OP_T, cublas.OP_T, N, M, K, K, M]
     with pytest.raises(ValueError, match="GemmEx kind only"):
         cublas.PreparedGemm("sgemm", M, N, K, trans_b=True)
 
@@ -191,6 +236,32 @@ def test_persistent_nt_compiles_for_sm_90a_without_spills(flag, params):
     assert ck.arch == "sm_90a" and ck.name_expression.startswith(f"gemmlab::hgemm_persistent<{flag}, 1, 0, ")
     assert r.registers > 0 and r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
     assert r.smem_static == PERSISTENT.smem_bytes(ck.params)
+
+
+@pytest.mark.parametrize("params", [{}, {"CM": 1}, {"BN": 128, "STAGES": 6, "CM": 2, "GROUP_M": 1}], ids=str)
+@pytest.mark.parametrize("layout", ["tn", "tt"])
+@pytest.mark.parametrize("out16", [0, 1], ids=["c_fp32", "c_16bit"])
+@pytest.mark.parametrize("flag", [0, 1], ids=["fp16", "bf16"])
+def test_persistent_tn_compiles_for_sm_90a_without_spills(flag, out16, layout, params):
+    b_flag = int(layout == "tt")
+    ck = cc.compile_kernel(PERSISTENT, {"DTYPE": flag, "B_KMAJOR": b_flag, "OUT16": out16, "A_MNMAJOR": 1, **params},
+                           arch="sm_90")
+    r = ck.resources
+    assert ck.name_expression.startswith(f"gemmlab::hgemm_persistent<{flag}, {b_flag}, {out16}, 1, ")
+    assert r.registers > 0 and r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+
+
+def test_sass_reads_a_kxm_a_with_the_a_transpose_bit():
+    from gemmlab.profile.sass import disassemble, find_tool
+
+    if find_tool() is None:
+        pytest.skip("no cuobjdump or nvdisasm here (pip install nvidia-cuda-cuobjdump)")
+    for a_flag, b_flag in ((0, 0), (1, 0), (1, 1)):
+        ck = cc.compile_kernel(PERSISTENT, {"DTYPE": 0, "B_KMAJOR": b_flag, "A_MNMAJOR": a_flag}, arch="sm_90")
+        hgmma = [line for line in disassemble(ck.cubin).splitlines() if "HGMMA" in line]
+        assert hgmma, "no wgmma in SASS"
+        assert all((".tnspA" in line) == bool(a_flag) for line in hgmma), (a_flag, hgmma[:2])
+        assert all((".tnspB" in line) == (not b_flag) for line in hgmma), (b_flag, hgmma[:2])
 
 
 def test_sass_reads_an_nxk_b_without_the_transpose_bit():

@@ -45,8 +45,9 @@ def test_out16_is_set_by_the_problem_not_tuned():
     assert param.default == 0 and param.space == ()
     with pytest.raises(ConstraintError, match="OUT16 must be 0"):
         PERSISTENT.resolve({"OUT16": 2})
-    assert OP.fixed_params(PERSISTENT, "bf16", "nn", "bf16") == {"DTYPE": 1, "B_KMAJOR": 0, "OUT16": 1}
-    assert OP.fixed_params(PERSISTENT, "fp16", "nt", "fp16") == {"DTYPE": 0, "B_KMAJOR": 1, "OUT16": 1}
+    assert OP.fixed_params(PERSISTENT, "bf16", "nn", "bf16") == {"DTYPE": 1, "B_KMAJOR": 0, "OUT16": 1, "A_MNMAJOR": 0}
+    assert OP.fixed_params(PERSISTENT, "fp16", "nt", "fp16") == {"DTYPE": 0, "B_KMAJOR": 1, "OUT16": 1,
+                                                                 "A_MNMAJOR": 0}
     v = PERSISTENT.defaults
     assert tma_boxes(PERSISTENT, v)["C"] == (64, 32), "32 fp32 columns: 128-byte rows"
     assert tma_boxes(PERSISTENT, {**v, "OUT16": 1})["C"] == (64, 64), "64 16-bit columns: 128-byte rows"

@@ -46,7 +46,61 @@ def test_plan_owns_its_output_and_refuses_other_shapes():
     with pytest.raises(BadArgumentError, match="made for"):
         plan.execute(A=cp.zeros((64, 49), dtype=cp.float32))
     with pytest.raises(BadArgumentError, match="contiguous"):
-        gemmlab.Matmul(a.T, a)
+        gemmlab.Matmul(a[:, ::2], b[::2])  # strided, not a transposed view: a plan never copies
+
+
+@pytest.mark.parametrize("family", ["torch", "cupy"])
+def test_plan_reads_transposed_views_in_place(family):
+    """Matmul(x, W.T) and Matmul(A.T, B): cuBLAS's transpose flags, no copy; rebinding keeps the layout."""
+    rng = cp.random.default_rng(4)
+    x, w, w2 = (rng.uniform(-1, 1, s, dtype=cp.float32) for s in ((96, 200), (72, 200), (72, 200)))
+    at = rng.uniform(-1, 1, (200, 96), dtype=cp.float32)  # A given as at.T
+    if family == "torch":
+        x, w, w2, at = (torch.from_dlpack(v) for v in (x, w, w2, at))
+    plan = gemmlab.Matmul(x, w.T)
+    assert plan.layout == (False, True) and plan.path == "library" and "layout nt" in plan.explain()
+    ref = (lambda u, v: cp.asarray(u, dtype=cp.float64) @ cp.asarray(v, dtype=cp.float64)) if family == "cupy" else \
+        (lambda u, v: cp.from_dlpack(u.double() @ v.double()))
+    got = plan.execute()
+    torch.cuda.synchronize()
+    assert float(cp.abs(cp.asarray(got) - ref(x, w.T)).max()) < 1e-4
+    got = plan.execute(B=w2.T)
+    torch.cuda.synchronize()
+    assert float(cp.abs(cp.asarray(got) - ref(x, w2.T)).max()) < 1e-4
+    with pytest.raises(BadArgumentError, match="transposed view"):
+        plan.execute(B=(w2.T.copy() if family == "cupy" else w2.T.contiguous()))
+    tn = gemmlab.Matmul(at.T, w.T)
+    assert tn.layout == (True, True)
+    got = tn.execute()
+    torch.cuda.synchronize()
+    assert float(cp.abs(cp.asarray(got) - ref(at.T, w.T)).max()) < 1e-4
+    with pytest.raises(BadArgumentError, match="a plan never copies"):
+        gemmlab.Matmul(x, w.T, impl="vectorize")
+
+
+def test_plain_cupy_call_reads_a_transposed_view_in_place():
+    from gemmlab.api import core
+
+    rng = cp.random.default_rng(5)
+    x = rng.uniform(-1, 1, (130, 64), dtype=cp.float32)
+    w = rng.uniform(-1, 1, (90, 64), dtype=cp.float32)
+    out = gemmlab.sgemm(x, w.T)
+    assert float(cp.abs(out - x.astype(cp.float64) @ w.T.astype(cp.float64)).max()) < 1e-4
+    ex = core.executor("sgemm", "fp32", (130, 90, 64), None, None, cp.cuda.get_current_stream().ptr, (False, True))
+    assert ex.path == "library" and ex.layout == (False, True)
+
+
+@pytest.mark.skipif(torch.cuda.get_device_capability() != (9, 0), reason="rung 5 (persistent) needs sm_90a (Hopper)")
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_plan_with_a_transposed_weight_on_the_tma_rung(dtype):
+    problem = GemmProblem(256, 520, 136, 1.5, 0.0, dtype, "nt")
+    A16, W16, C0 = hgemm_check.make_inputs(problem, 6)  # W is N x K
+    tt = (lambda x: torch.from_dlpack(x).view(torch.bfloat16)) if dtype == "bf16" else torch.from_dlpack
+    plan = gemmlab.Matmul(tt(A16), tt(W16).T, alpha=1.5, impl="persistent")
+    assert plan.path == "kernel" and plan.layout == (False, True)
+    out = plan.execute()
+    torch.cuda.synchronize()
+    assert hgemm_check.compare(cp.from_dlpack(out), A16, W16.T, C0, 1.5, 0.0, dtype).passed
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])

@@ -18,6 +18,8 @@ from gemmlab.ops import hgemm_check as hv
 from gemmlab.ops.hgemm import HgemmRunner, refusal
 from gemmlab.problem import GemmProblem
 
+from .hgemm_sweeps import assert_all_pass, hopper, skip_unavailable
+
 NT = [i for i in registry.all_impls("hgemm") if i.kind == "baseline" or "layout_nt" in i.tags]
 CASES = [(i, d) for i in NT for d in hv.DTYPES if d in (getattr(i, "dtypes", ()) or hv.DTYPES)]
 LARGE = ((1024, 1024, 1024), (2048, 1032, 4096), (1000, 3000, 2000), (1031, 517, 1027))
@@ -29,59 +31,40 @@ OTHER_PARAMS = [
 ]
 
 
-def _assert_all_pass(results):
-    bad = [f"{r.impl} {r.problem.shape} {r.problem.layout} a={r.problem.alpha} b={r.problem.beta}: {r.status} "
-           f"{r.reason}" for r in results if r.status != "PASS"]
-    assert not bad, "\n".join(bad)
-
-
-def _hopper() -> bool:
-    from gemmlab.cuda.device import info
-
-    return info().arch == "sm_90"
-
-
-def _skip_unavailable(impl):
-    if impl.kind == "baseline" and impl.unavailable_reason():
-        pytest.skip(impl.unavailable_reason())
-    if getattr(impl, "arch", None) == "sm_90a" and not _hopper():
-        pytest.skip(f"{impl.name} needs sm_90a (Hopper)")
-
-
 def test_the_layout_nt_implementations():
     assert {i.name for i in NT} == {"persistent", "tf32_wgmma", "cublas", "torch"}
 
 
 @pytest.mark.parametrize("impl,dtype", CASES, ids=lambda x: getattr(x, "name", x))
 def test_sweep_nt(impl, dtype):
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     problems = hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES, layout="nt")
     assert not [p for p in problems if refusal(impl, p)], "layout nt takes any shape"
-    _assert_all_pass(verify_sweep([impl], problems))
+    assert_all_pass(verify_sweep([impl], problems))
 
 
 @pytest.mark.parametrize("impl,dtype", CASES, ids=lambda x: getattr(x, "name", x))
 def test_large_nt(impl, dtype):
-    _skip_unavailable(impl)
-    _assert_all_pass(verify_sweep([impl], hv.sweep_problems(dtype, LARGE, layout="nt")))
+    skip_unavailable(impl)
+    assert_all_pass(verify_sweep([impl], hv.sweep_problems(dtype, LARGE, layout="nt")))
 
 
 @pytest.mark.parametrize("params", OTHER_PARAMS, ids=str)
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_persistent_nt_other_parameters(params, dtype):
     impl = registry.get("persistent", "hgemm")
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     shapes = hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES + ((1000, 1000, 1000), (2000, 520, 1000))
-    _assert_all_pass(verify_sweep([impl], hv.sweep_problems(dtype, shapes, layout="nt"), {"persistent": params}))
+    assert_all_pass(verify_sweep([impl], hv.sweep_problems(dtype, shapes, layout="nt"), {"persistent": params}))
 
 
 def test_one_sweep_mixes_layouts_with_a_runner_each():
     """verify_sweep keeps one runner per (dtype, layout): nn and nt interleaved both pass."""
     impl = registry.get("persistent", "hgemm")
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     problems = [GemmProblem(129, 264, 72, 1.5, -0.75, "bf16", layout) for layout in ("nn", "nt", "nn", "nt")]
     results = verify_sweep([impl], problems)
-    _assert_all_pass(results)
+    assert_all_pass(results)
     assert [r.params["B_KMAJOR"] for r in results] == [0, 1, 0, 1]
 
 
@@ -89,7 +72,7 @@ def test_a_runner_built_for_one_layout_refuses_the_other():
     from gemmlab.cuda.device import device
 
     impl = registry.get("persistent", "hgemm")
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     runner = HgemmRunner(impl, {"B_KMAJOR": 1}, dtype="bf16", layout="nn")
     assert runner.params["B_KMAJOR"] == 0, "the layout sets the flag, not --params"
     p = GemmProblem(64, 64, 64, dtype="bf16", layout="nt")
@@ -106,7 +89,7 @@ def test_cli_verify_and_bench_nt(tmp_path, capsys):
 
     from gemmlab.cli import main
 
-    if not _hopper():
+    if not hopper():
         pytest.skip("persistent needs sm_90a (Hopper)")
     assert main(["verify", "--op", "hgemm", "--impl", "persistent", "--dtype", "bf16", "--layout", "nt",
                  "--M", "129", "--N", "257", "--K", "72"]) == 0
@@ -141,7 +124,7 @@ def test_api_reads_a_transposed_weight_in_place(dtype):
     from gemmlab.api.executors import NoInPlaceLayout
     from gemmlab.api.tma_executors import TmaGemm
 
-    if not _hopper():
+    if not hopper():
         pytest.skip("the layout nt kernels need sm_90a (Hopper)")
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}[dtype]
     impl = "tf32_wgmma" if dtype == "tf32" else "persistent"

@@ -14,26 +14,12 @@ from gemmlab.ops import hgemm_check as hv
 from gemmlab.ops.hgemm import HgemmRunner
 from gemmlab.problem import GemmProblem
 
+from .hgemm_sweeps import assert_all_pass, skip_unavailable
+
 OUT16 = [i for i in registry.all_impls("hgemm") if i.kind == "baseline" or "out16" in i.tags]
 HALF = ("fp16", "bf16")
 LARGE = ((1024, 1024, 1024), (2048, 1032, 4096), (1000, 3000, 2000), (1031, 517, 1027))
 OTHER_PARAMS = [{"CM": 1}, {"BN": 128, "STAGES": 6, "CM": 2, "GROUP_M": 1}, {"BN": 128, "CM": 1, "GROUP_M": 16}]
-
-
-def _assert_all_pass(results):
-    bad = [f"{r.impl} {r.problem.shape} {r.problem.layout} C {r.problem.out_dtype} a={r.problem.alpha} "
-           f"b={r.problem.beta}: {r.status} {r.reason}" for r in results if r.status != "PASS"]
-    assert not bad, "\n".join(bad)
-
-
-def _skip_unavailable(impl):
-    if impl.kind == "baseline" and impl.unavailable_reason():
-        pytest.skip(impl.unavailable_reason())
-    if getattr(impl, "arch", None) == "sm_90a":
-        from gemmlab.cuda.device import info
-
-        if info().arch != "sm_90":
-            pytest.skip(f"{impl.name} needs sm_90a (Hopper)")
 
 
 def test_the_16bit_output_implementations():
@@ -44,27 +30,27 @@ def test_the_16bit_output_implementations():
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("impl", OUT16, ids=lambda i: i.name)
 def test_sweep_16bit_c(impl, dtype, layout):
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     problems = hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES, layout=layout, out=dtype)
-    _assert_all_pass(verify_sweep([impl], problems))
+    assert_all_pass(verify_sweep([impl], problems))
 
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("impl", OUT16, ids=lambda i: i.name)
 def test_large_16bit_c(impl, dtype):
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     problems = [p for layout in ("nn", "nt") for p in hv.sweep_problems(dtype, LARGE, layout=layout, out=dtype)]
-    _assert_all_pass(verify_sweep([impl], problems))
+    assert_all_pass(verify_sweep([impl], problems))
 
 
 @pytest.mark.parametrize("params", OTHER_PARAMS, ids=str)
 @pytest.mark.parametrize("dtype", HALF)
 def test_persistent_16bit_c_other_parameters(params, dtype):
     impl = registry.get("persistent", "hgemm")
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     shapes = hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES + ((1000, 1000, 1000),)
     problems = [p for layout in ("nn", "nt") for p in hv.sweep_problems(dtype, shapes, layout=layout, out=dtype)]
-    _assert_all_pass(verify_sweep([impl], problems, {"persistent": params}))
+    assert_all_pass(verify_sweep([impl], problems, {"persistent": params}))
 
 
 @pytest.mark.parametrize("dtype", HALF)
@@ -74,7 +60,7 @@ def test_rounding_is_to_nearest_even_exactly(impl, dtype):
 
     from gemmlab.cuda.device import device, sync_or_raise
 
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     # 300 x 520 products of K = 1: ties, values near 1 and fp16's subnormals (products down to 2^-48)
     p = GemmProblem(300, 520, 1, 1.5, 0.0, dtype, "nn", dtype)
     A, B, C = hv.make_inputs(p, seed=11)
@@ -94,7 +80,7 @@ def test_a_runner_built_for_one_c_type_refuses_the_other():
     from gemmlab.errors import BadArgumentError
 
     impl = registry.get("persistent", "hgemm")
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     runner = HgemmRunner(impl, {"OUT16": 1}, dtype="bf16")
     assert runner.params["OUT16"] == 0, "the problem sets the flag, not --params"
     p = GemmProblem(64, 64, 64, dtype="bf16", out_dtype="bf16")
@@ -109,7 +95,7 @@ def test_cli_bench_16bit_c(tmp_path, capsys):
     from gemmlab.cli import main
 
     impl = registry.get("persistent", "hgemm")
-    _skip_unavailable(impl)
+    skip_unavailable(impl)
     db = tmp_path / "r.db"
     code = main(["bench", "--op", "hgemm", "--dtype", "bf16", "--out-dtype", "bf16", "--layout", "nt",
                  "--impl", "persistent,cublas,torch", "--sizes", "256,130x70x33", "--db", str(db)])

@@ -12,7 +12,8 @@ import sys
 from dataclasses import replace
 from typing import Any, Mapping
 
-from . import calls, core
+from . import calls, checks, core
+from .operands import transposed
 from .plans import Matmul, Sum
 from .tuning import use_tuning
 
@@ -36,17 +37,23 @@ def sgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, 
 
 
 def hgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
-          params: Mapping[str, int] | None = None):
+          params: Mapping[str, int] | None = None, *, out_dtype: Any = None):
     """C = alpha * A @ B + beta * C on tensor cores: A and B fp16 or bf16 (both the same), products
-    accumulated in fp32, C fp32. fp32 A and B run as tf32 - LOWER precision than sgemm (products
-    off by up to ~2^-9 relative; gemmlab.ops.hgemm_check). Otherwise as sgemm: C updated in place
-    or a new fp32 C returned, beta == 0 never reads C, torch's rules for empty dimensions, impl=None
-    the measured-fastest implementation (gemmlab.explain), naming a rung for a shape it refuses
-    raises BadArgumentError. B as a torch transposed view (x @ W.T): cuBLAS reads it in place, and
-    so do impl="persistent" and impl="tf32_wgmma" where TMA can describe W's rows (K % 8 == 0,
-    K % 4 for fp32, and N % 4 == 0); other named kernels get a row-major copy.
+    accumulated in fp32, C fp32 - or C in the inputs' own type (torch.mm's output for 16-bit
+    inputs) when C is given in that type or out_dtype names it ("bf16", "float16", torch.bfloat16,
+    ...): the fp32 result alpha*A@B + beta*C rounded once, to nearest even, as cuBLAS does (CuPy
+    has no bfloat16, so a bf16 C is torch's). fp32 A and B run as tf32 - LOWER precision than
+    sgemm (products off by up to ~2^-9 relative; gemmlab.ops.hgemm_check) - with an fp32 C.
+    Otherwise as sgemm: C updated in place or a new C returned, beta == 0 never reads C, torch's
+    rules for empty dimensions, impl=None the measured-fastest implementation that writes C's
+    type (gemmlab.explain; of the gemmlab kernels `persistent` writes a 16-bit C), naming a rung
+    for a problem it refuses raises BadArgumentError. B as a transposed view (x @ W.T, torch's or
+    CuPy's): cuBLAS reads it in place, and so do impl="persistent" and impl="tf32_wgmma" where TMA
+    can describe W's rows (K % 8 == 0, K % 4 for fp32, and N % 4 == 0, N % 8 for a 16-bit C); A as
+    a transposed view:
+    cuBLAS and impl="persistent" (M % 8 == 0); other named kernels get a row-major copy.
     """
-    return calls.gemm("hgemm", "gemmlab.hgemm", A, B, C, alpha, beta, impl, params)
+    return calls.gemm("hgemm", "gemmlab.hgemm", A, B, C, alpha, beta, impl, params, out_dtype)
 
 
 def bgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
@@ -71,14 +78,15 @@ def reduce_sum(x: Any, impl: str | None = None, params: Mapping[str, int] | None
 
 def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = None, shape: tuple | None = None,
             dtype: str | None = None, impl: str | None = None, params: Mapping[str, int] | None = None,
-            gpu: str | None = None, arch: str | None = None, file=None) -> str:
+            gpu: str | None = None, arch: str | None = None, out_dtype: Any = None, file=None) -> str:
     """Print (to `file`, default stdout) and return which implementation a call would run, and why.
 
     gemmlab.explain(A, B) for a GEMM on those arrays, gemmlab.explain(x) for reduce_sum(x), or
     without arrays: explain(op="sgemm", shape=(M, N, K), dtype="fp32"); explain(op="reduce",
     shape=(n,)); explain(op="bgemm", shape=(M, N, K, batch)). Plans have plan.explain().
     With gpu= and arch= (e.g. gpu="NVIDIA H200", arch="sm_90") it answers for that GPU, with no
-    GPU needed.
+    GPU needed. out_dtype (or C's type) names a 16-bit C for hgemm, which only some
+    implementations write.
     """
     from .. import ops, registry
     from . import dispatch, tuning
@@ -91,11 +99,11 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
         ops.names()
         arch = arch or "sm_90"
     if A is not None and B is None and op in (None, "reduce"):
-        op, dims, dtype = "reduce", (core.sum_operand(A, "gemmlab.explain").size(),), "fp32"
+        op, dims, dtype = "reduce", (checks.sum_operand(A, "gemmlab.explain").size(),), "fp32"
     elif A is not None:
         if op is None:
-            op = core.gemm_op_of(A, "gemmlab.explain")
-        _, _, dims, dtype = core.gemm_operands(op, f"gemmlab.{op}", A, B)
+            op = checks.gemm_op_of(A, "gemmlab.explain")
+        a, b, dims, dtype = checks.gemm_operands(op, f"gemmlab.{op}", A, B)
     else:
         if op is None or shape is None:
             raise core.BadArgumentError("explain needs arrays, or op= and shape=")
@@ -103,16 +111,27 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
             raise core.BadArgumentError(f"op must be sgemm, hgemm, bgemm or reduce, not {op!r}")
         dims = tuple(int(d) for d in shape)
         dtype = dtype or ("fp32" if op != "hgemm" else "bf16")
-    layout = calls.torch_layout(A, B) if op in ("sgemm", "hgemm") else (False, False)
-    problem = core.make_problem(op, dtype, dims, layout)
+    # the layout the call reads in place: transposed views of torch or CuPy arrays (as calls.gemm)
+    layout = (transposed(a), transposed(b)) if A is not None and op in ("sgemm", "hgemm") else (False, False)
+    out = None if op == "reduce" else checks.out_name(out_dtype)
+    if out is None and C is not None and op != "reduce":
+        out = checks.read(C, "C", "gemmlab.explain").dtype
+    out = out or "fp32"
+    if op != "reduce" and out not in checks.c_dtypes(op, dtype):
+        raise core.BadArgumentError(f"a {checks.DTYPE_NAMES.get(out, out)} C with {dtype} inputs: gemmlab.{op} "
+                                    "writes C in " + " or ".join(checks.DTYPE_NAMES[d] for d in checks.c_dtypes(op, dtype)))
+    problem = core.make_problem(op, dtype, dims, layout, out)
     choice, spec, _ = core.choose(op, problem, dims, impl, params, gpu, arch)
+    if out != "fp32" and impl is None and not any(layout) and choice.source not in ("", "fallback"):
+        choice = replace(choice, reason=choice.reason + core.OUT16_NOTE.format(out=out))
     if any(layout):  # what the call does with transposed views
         if impl is None:
             choice = dispatch.Choice("cublas", {}, core.IN_PLACE_REASON)
         else:
             choice = replace(choice, reason=f"{choice.reason}; {core.layout_note(spec, problem, layout)}")
     text = dispatch.describe(choice, f"gemmlab.{'reduce_sum' if op == 'reduce' else op}",
-                             f"{'x'.join(map(str, dims))} {dtype}", gpu, arch, tuning.describe())
+                             f"{'x'.join(map(str, dims))} {dtype}" + (f", C {out}" if out != "fp32" else ""),
+                             gpu, arch, tuning.describe())
     print(text, file=file or sys.stdout)
     return text
 

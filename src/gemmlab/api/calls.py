@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from .core import _state, executor, gemm_operands, output_operand, setup, sum_operand
-from .operands import copy_into, densify, new_output, result, scale, torch_stream_reader
+from .checks import gemm_operands, out_name, output_operand, sum_operand
+from .core import _state, executor, setup
+from .operands import copy_into, densify, new_output, result, scale, torch_stream_reader, transposed
 
 _torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stream accessor (set once)
 
@@ -14,7 +15,8 @@ _torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stre
 def _torch_setup() -> None:
     import torch
 
-    _torch.update(tensor=torch.Tensor, f32=torch.float32, stream=torch_stream_reader(),
+    _torch.update(tensor=torch.Tensor, f32=torch.float32, half=(torch.float16, torch.bfloat16),
+                  stream=torch_stream_reader(),
                   dtypes={"sgemm": {torch.float32: "fp32"},
                           "hgemm": {torch.float32: "tf32", torch.float16: "fp16", torch.bfloat16: "bf16"}})
 
@@ -28,21 +30,12 @@ def _transposed(x) -> bool | None:
     return True if x.stride() == (1, x.shape[0]) else None
 
 
-def torch_layout(A, B) -> tuple[bool, bool]:
-    """(A transposed, B transposed) as torch_gemm reads them in place: plain 2-D torch tensors
-    only ((False, False) for anything the general path copies)."""
-    t = sys.modules.get("torch")
-    if t is None or type(A) is not t.Tensor or type(B) is not t.Tensor or A.dim() != 2 or B.dim() != 2:
-        return False, False
-    ta, tb = _transposed(A), _transposed(B)
-    return (False, False) if ta is None or tb is None else (ta, tb)
-
-
-def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params):
+def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None = None):
     """The hot path for plain torch tensors: everything read straight off the tensors, no Operand
     objects, one executor lookup, one launch. Returns NotImplemented for anything unusual (other
-    devices, strided or misaligned tensors, empty or wrong shapes, a runner-path implementation),
-    which the general path then handles - or refuses with its one-line errors."""
+    devices, strided or misaligned tensors, empty or wrong shapes, a C type the inputs do not
+    give, a runner-path implementation), which the general path then handles - or refuses with
+    its one-line errors. `out`: out_name's C type, None for C's own (fp32 without C)."""
     t = _torch.get("tensor")
     if t is None:
         if "torch" not in sys.modules:
@@ -69,44 +62,66 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params):
     if C is None:
         if beta != 0.0:
             return NotImplemented
-        out = A.new_empty((M, N), dtype=_torch["f32"])
-    else:
-        if (C.dtype is not _torch["f32"] or C.dim() != 2 or C.shape[0] != M or C.shape[1] != N
-                or not C.is_contiguous() or C.data_ptr() & 15 or C.get_device() != device):
+        if out is None or out == "fp32":
+            c_type, out = _torch["f32"], "fp32"
+        elif out == dtype:  # a 16-bit C of the inputs' type (hgemm)
+            c_type = A.dtype
+        else:
             return NotImplemented
-        out = C
+        result = A.new_empty((M, N), dtype=c_type)
+    else:
+        if C.dtype is _torch["f32"]:
+            c_out = "fp32"
+        elif C.dtype is A.dtype and C.dtype in _torch["half"] and op_name == "hgemm":
+            c_out = dtype
+        else:
+            return NotImplemented
+        if (out is not None and out != c_out) or C.dim() != 2 or C.shape[0] != M or C.shape[1] != N \
+                or not C.is_contiguous() or C.data_ptr() & 15 or C.get_device() != device:
+            return NotImplemented
+        result, out = C, c_out
     stream = _torch["stream"](device)
-    ex = executor(op_name, dtype, (M, N, K), impl, params, stream, (ta, tb))
+    ex = executor(op_name, dtype, (M, N, K), impl, params, stream, (ta, tb), out)
     if not ex.fast:
         return NotImplemented
-    ex.run(a, b, out.data_ptr(), alpha, beta, stream)
-    return out
+    ex.run(a, b, result.data_ptr(), alpha, beta, stream)
+    return result
 
 
-def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params):
-    """C = alpha*A@B + beta*C through this thread's executor; a strided C through a dense copy."""
+def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtype=None):
+    """C = alpha*A@B + beta*C through this thread's executor; a strided C through a dense copy.
+    `out_dtype` (hgemm): C's type for a new C (fp32 by default, or the 16-bit input type)."""
     setup()
+    out_type = out_name(out_dtype)
     if op_name != "bgemm":
-        done = torch_gemm(op_name, A, B, C, alpha, beta, impl, params)
+        done = torch_gemm(op_name, A, B, C, alpha, beta, impl, params, out_type)
         if done is not NotImplemented:
             return done
     a, b, dims, dtype = gemm_operands(op_name, caller, A, B)
     alpha, beta = float(alpha), float(beta)
     M, N, K = dims[0], dims[1], dims[2]
     shape = (dims[3], M, N) if op_name == "bgemm" else (M, N)
-    out = output_operand(C, a, shape, beta, caller)
+    out = output_operand(C, a, shape, beta, caller, op_name, dtype, out_type)
     if M == 0 or N == 0 or (op_name == "bgemm" and dims[3] == 0):
         return C if C is not None else result(out)
     if K == 0:  # torch's rule: beta * C, zeros when beta == 0 (C not read)
         scale(out, beta)
         return C if C is not None else result(out)
     stream = a.stream
-    c = out if out.dense else (densify(out) if beta != 0.0 else new_output(out, shape))
-    if not a.dense:
+    c = out if out.dense else (densify(out) if beta != 0.0 else new_output(out, shape, dtype=out.dtype))
+    ex = None
+    layout = (transposed(a), transposed(b)) if op_name != "bgemm" else (False, False)
+    if any(layout):  # transposed views (CuPy's W.T, F-order arrays) read in place where the executor can
+        ex = executor(op_name, dtype, dims, impl, params, stream, layout, out.dtype)
+        if not ex.fast:
+            ex, layout = None, (False, False)
+    if not (a.dense or layout[0]):
         a = densify(a)
-    if not b.dense:
+    if not (b.dense or layout[1]):
         b = densify(b)
-    executor(op_name, dtype, dims, impl, params, stream).run_operands(a, b, c, alpha, beta, stream)
+    if ex is None:
+        ex = executor(op_name, dtype, dims, impl, params, stream, out=out.dtype)
+    ex.run_operands(a, b, c, alpha, beta, stream)
     if c is not out:
         copy_into(out, c)
     return C if C is not None else result(out)

@@ -1,6 +1,6 @@
 """The machinery every entry point shares: one-time setup under a lock, the compiled-kernel cache,
-the per-thread executor cache, dispatch with its `accepts` rule, and the operand checks (the
-call bodies are in api/calls.py, the plans in api/plans.py).
+the per-thread executor cache, and dispatch with its `accepts` rule (the operand checks are in
+api/checks.py, the call bodies in api/calls.py, the plans in api/plans.py).
 
 Thread safety: the first use (imports, the registry, the device, the primary context) runs
 once under one lock; compiled kernels are shared through a cache filled under a lock; executors,
@@ -14,7 +14,6 @@ from typing import Any, Mapping
 
 from ..errors import BadArgumentError, UnknownKernelError
 from . import dispatch, tuning
-from .operands import Operand, check, new_output, read, shape_text
 
 _setup_lock = threading.Lock()
 _compile_lock = threading.Lock()
@@ -23,7 +22,6 @@ _runners: dict[tuple, Any] = {}
 _thread = threading.local()
 MAX_EXECUTORS = 512  # per thread: enough for every shape a program cycles through
 
-GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
 
 
 def setup() -> dict:
@@ -62,19 +60,19 @@ def setup() -> dict:
 
 
 def compiled_runner(op_name: str, impl: Any, params: Mapping[str, int] | None, dtype: str, problem=None):
-    """The shared prepared runner of (op, implementation, parameters, dtype, and the problem's
-    operand layout where one is given: hgemm builds its kernel for it), compiled once and its
-    module loaded under the lock (so no two threads load it)."""
-    layout = getattr(problem, "layout", "nn")
-    key = (op_name, impl.name, tuple(sorted((params or {}).items())), dtype, layout)
+    """The shared prepared runner of (op, implementation, parameters, and what of the problem the
+    op builds its kernel for: the dtype, and for hgemm the operand layout and C's type), compiled
+    once and its module loaded under the lock (so no two threads load it)."""
+    from .. import ops
+
+    op = ops.get(op_name)
+    built_for = dtype if problem is None else op.runner_key(problem)
+    key = (op_name, impl.name, tuple(sorted((params or {}).items())), built_for)
     runner = _runners.get(key)
     if runner is None:
-        from .. import ops
-
         with _compile_lock:
             runner = _runners.get(key)
             if runner is None:
-                op = ops.get(op_name)
                 runner = op.prepare(impl, params, dtype) if problem is None else op.prepare_for(impl, params, problem)
                 if runner.compiled is not None:
                     runner.compiled.kernel()
@@ -147,14 +145,18 @@ def layout_letters(layout: tuple[bool, bool]) -> str:
     return ("t" if layout[0] else "n") + ("t" if layout[1] else "n")
 
 
-def make_problem(op_name: str, dtype: str, dims: tuple, layout: tuple[bool, bool] = (False, False)):
+def make_problem(op_name: str, dtype: str, dims: tuple, layout: tuple[bool, bool] = (False, False),
+                 out: str = "fp32"):
     from ..problem import BatchedGemmProblem, GemmProblem, ReduceProblem
 
     if op_name == "reduce":
         return ReduceProblem(dims[0])
     if op_name == "bgemm":
         return BatchedGemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, batch=dims[3])
-    return GemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, dtype, layout_letters(layout))
+    return GemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, dtype, layout_letters(layout), out)
+
+
+OUT16_NOTE = "; the table was measured with an fp32 C, this call writes a {out} C"
 
 
 IN_PLACE_REASON = ("a transposed operand: cuBLAS reads it in place with its transpose flag, where a gemmlab "
@@ -171,23 +173,31 @@ def layout_note(spec, problem, layout: tuple[bool, bool]) -> str:
     from .tma_executors import in_place_refusal
 
     why = in_place_refusal(spec, problem, layout)
-    return why or "B given transposed (x @ W.T): read in place as NxK, K-major (layout nt)"
+    if why:
+        return why
+    parts = (["A given transposed: read in place as KxM, M-major"] if layout[0] else []) + \
+        (["B given transposed (x @ W.T): read in place as NxK, K-major"] if layout[1] else [])
+    return f"{'; '.join(parts)} (layout {layout_letters(layout)})"
 
 
 def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
-                 layout: tuple[bool, bool] = (False, False)):
+                 layout: tuple[bool, bool] = (False, False), out: str = "fp32"):
     """A fresh executor (with its Choice in .choice) for one problem shape. With a transposed
     `layout` and no implementation named, cuBLAS: it reads the transposed operand in place,
     where a gemmlab kernel would need a copy first (the dispatch table measured row-major
     operands). A named kernel reads a transposed B in place where it can (the TMA rungs that
     take layout nt, e.g. persistent). An executor that cannot read the layout in place is a
-    NoInPlaceLayout, carrying why (the call then copies)."""
+    NoInPlaceLayout, carrying why (the call then copies). `out`: C's type (hgemm: fp32 or the
+    16-bit input type); the dispatch then skips the kernels that write an fp32 C only."""
     from .. import ops
     from .executors import LayoutNotSupported, NoInPlaceLayout, gemm_executor, reduce_executor
 
-    problem = make_problem(op_name, dtype, dims, layout)
+    problem = make_problem(op_name, dtype, dims, layout, out)
     forced = any(layout) and impl is None
     choice, spec, chosen = choose(op_name, problem, dims, "cublas" if forced else impl, params)
+    if out != "fp32" and impl is None and not forced and choice.source not in ("", "fallback"):
+        choice = dispatch.Choice(choice.impl, choice.params, choice.reason + OUT16_NOTE.format(out=out),
+                                 choice.evidence, choice.source)
     op = ops.get(op_name)
 
     def shared():
@@ -204,7 +214,7 @@ def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params
         return executor
 
     def fresh():
-        return op.prepare(spec, chosen, dtype)
+        return op.prepare(spec, chosen, dtype) if op_name == "reduce" else op.prepare_for(spec, chosen, problem)
 
     if op_name == "reduce":
         executor = reduce_executor(spec, dims[0], shared, fresh)
@@ -215,71 +225,27 @@ def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params
 
 
 def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, stream: int,
-             layout: tuple[bool, bool] = (False, False)):
+             layout: tuple[bool, bool] = (False, False), out: str = "fp32"):
     """This thread's executor for (op, dtype, shape, implementation, parameters[, layout]); one
     per stream where the executor owns a workspace (two streams must not race on it). Executors
     without one are shared by every stream of the thread, so a CUDA graph captured on a side
     stream reuses the executor warmed up on another (nothing is allocated during a capture).
-    `layout`: (A transposed, B transposed), operands given as transposed views."""
+    `layout`: (A transposed, B transposed), operands given as transposed views; `out`: C's type."""
     # No overrides ({} or None) is one key: a dict is not hashable, and {} means the defaults.
     key = (op_name, dtype, dims, impl, tuple(sorted(params.items())) if params else None)
-    if any(layout):
-        key = key + (layout,)
+    if any(layout) or out != "fp32":
+        key = key + (layout, out)
     cache = _thread.executors
     ex = cache.get(key)
     if ex is None:
         if len(cache) >= MAX_EXECUTORS:
             cache.clear()
-        ex = cache[key] = new_executor(op_name, dtype, dims, impl, params, layout)
+        ex = cache[key] = new_executor(op_name, dtype, dims, impl, params, layout, out)
         ex.stream = stream
     if ex.owns_workspace and ex.stream != stream:
         key = key + (stream,)
         ex = cache.get(key)
         if ex is None:
-            ex = cache[key] = new_executor(op_name, dtype, dims, impl, params, layout)
+            ex = cache[key] = new_executor(op_name, dtype, dims, impl, params, layout, out)
             ex.stream = stream
     return ex
-
-
-# -- the bodies of the plain calls ----------------------------------------------------------------
-
-def gemm_op_of(A, caller: str) -> str:
-    """The GEMM op for A's rank and dtype: 3-D bgemm, 16-bit hgemm, else sgemm."""
-    first = read(A, "A", caller)
-    return "bgemm" if len(first.shape) == 3 else ("hgemm" if first.dtype in ("fp16", "bf16") else "sgemm")
-
-
-def gemm_operands(op_name: str, caller: str, A, B):
-    """A and B read and checked; (a, b, dims, dtype) with dims (M, N, K[, batch])."""
-    a, b = read(A, "A", caller), read(B, "B", caller)
-    dtypes = GEMM_DTYPES[op_name]
-    ndim = 3 if op_name == "bgemm" else 2
-    device = _state["device"]
-    check(a, "A", dtypes, ndim, caller, device)
-    check(b, "B", dtypes, ndim, caller, device)
-    if a.dtype != b.dtype:
-        raise BadArgumentError(f"A is {a.dtype} but B is {b.dtype}: both must have one dtype")
-    sa, sb = a.shape, b.shape
-    if sb[-2] != sa[-1] or sb[:-2] != sa[:-2]:
-        raise BadArgumentError(f"A is {shape_text(sa)} but B is {shape_text(sb)}: inner dimensions differ")
-    dims = (sa[-2], sb[-1], sa[-1]) + ((sa[0],) if ndim == 3 else ())
-    dtype = ("tf32" if a.dtype == "fp32" else a.dtype) if op_name == "hgemm" else "fp32"
-    return a, b, dims, dtype
-
-
-def output_operand(C, a: Operand, shape: tuple, beta: float, caller: str) -> Operand:
-    if C is None:
-        if beta != 0.0:
-            raise BadArgumentError("beta != 0 needs C")
-        return new_output(a, shape)
-    c = read(C, "C", caller)
-    check(c, "C", ("fp32",), len(shape), caller, _state["device"])
-    if c.shape != shape:
-        raise BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(shape)}")
-    return c
-
-
-def sum_operand(x, caller: str) -> Operand:
-    op = read(x, "x", caller)
-    check(op, "x", ("fp32",), None, caller, _state["device"])
-    return op

@@ -104,7 +104,8 @@ class NoInPlaceLayout:
 
 
 class CublasGemm(FastGemm):
-    """cuBLAS bound to one shape: SGEMM, GemmEx (fp16/bf16/tf32 in, fp32 out) or strided batches.
+    """cuBLAS bound to one shape: SGEMM, GemmEx (fp16/bf16/tf32 in, fp32 out; fp16/bf16 in, the
+    same type out) or strided batches.
 
     Through cuBLASLt where it can be prepared (cuda/cublaslt.py: the algorithm chosen once, one
     cublasLtMatmul per call), else through the classic entry points (cuda/cublas.py), which
@@ -120,14 +121,15 @@ class CublasGemm(FastGemm):
 
         kind = {"sgemm": "sgemm", "bgemm": "batched"}.get(op_name, "ex")
         shape = (kind, problem.M, problem.N, problem.K, problem.dtype, getattr(problem, "batch", 1))
+        out = getattr(problem, "out_dtype", "fp32")
         self.lt_refusal, self.layout = None, layout
         try:
-            self.call = cublaslt.PreparedLtGemm(*shape, trans_a=layout[0], trans_b=layout[1])
+            self.call = cublaslt.PreparedLtGemm(*shape, trans_a=layout[0], trans_b=layout[1], out_dtype=out)
         except (LaunchError, NoGPUError) as exc:  # no cuBLASLt, or no algorithm for this GEMM
-            if any(layout):  # the classic path here takes no transposed operand: the caller copies
+            if any(layout) and kind != "ex":  # classic SGEMM here takes no transposed operand: the caller copies
                 raise LayoutNotSupported(str(exc)) from None
             self.lt_refusal = str(exc)
-            self.call = cublas.PreparedGemm(*shape)
+            self.call = cublas.PreparedGemm(*shape, out_dtype=out, trans_a=layout[0], trans_b=layout[1])
             cublas.handle()  # this thread's handle and workspace exist before any capture
         self.library_call = cublaslt.CALL if self.lt_refusal is None else self.CLASSIC_CALLS[kind]
         # an Lt algorithm with a workspace: one executor per stream (two streams never share it)
@@ -253,6 +255,10 @@ def gemm_executor(op, op_name: str, impl, problem, shared_runner, fresh_runner,
     transposed `layout` (A, B given as transposed views) is read in place by cuBLAS, and a
     transposed B by the TMA rungs that take layout nt where TMA can describe it;
     LayoutNotSupported (with the reason) otherwise."""
+    if impl.kind == "kernel":  # what the kernel refuses whatever the layout (e.g. a 16-bit C) first
+        reason = op.refusal(impl, replace(problem, layout="nn") if any(layout) else problem)
+        if reason:
+            raise BadArgumentError(reason)
     if any(layout) and impl.name != "cublas":
         why = in_place_refusal(impl, problem, layout) if impl.kind == "kernel" else ""
         if impl.kind != "kernel" or why:
@@ -261,9 +267,6 @@ def gemm_executor(op, op_name: str, impl, problem, shared_runner, fresh_runner,
         if impl.name == "cublas":
             return CublasGemm(problem, op_name, layout)
         return RunnerGemm(fresh_runner(), problem, op)
-    reason = op.refusal(impl, problem)
-    if reason:
-        raise BadArgumentError(reason)
     if "tma" in impl.tags:
         if tma_fast(impl, problem):
             return TmaGemm(shared_runner(), problem)

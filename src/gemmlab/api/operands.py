@@ -190,6 +190,20 @@ def check(op: Operand, what: str, dtypes: tuple[str, ...], ndim: int | None, cal
         raise BadArgumentError(f"{what} is on GPU {op.device}, gemmlab runs on GPU {device}")
 
 
+def transposed(op: Operand) -> bool:
+    """Whether a 2-D operand is the transpose of a contiguous, 16-byte aligned matrix (torch's
+    W.T, CuPy's W.T or an F-order array): what cuBLAS, and for B the TMA rungs that take layout
+    nt, read in place at op.ptr (the NxK matrix W itself)."""
+    if op.contiguous or len(op.shape) != 2 or op.ptr % ALIGN:
+        return False
+    x = op.obj
+    if op.family == "torch":
+        return x.stride() == (1, x.shape[0])
+    if op.family == "cupy":
+        return bool(x.flags.f_contiguous)
+    return False
+
+
 def shape_text(shape) -> str:
     return "x".join(map(str, shape))
 
@@ -235,27 +249,36 @@ def _contiguous_format():
     return torch.contiguous_format
 
 
-_F32 = []
+_TORCH_DTYPES: dict = {}  # "fp32"/"fp16"/"bf16" -> the torch dtype (filled on first use)
 
 
-def new_output(like: Operand, shape: tuple, zeros: bool = False) -> Operand:
-    """A new fp32 array of `like`'s family (torch for torch, else CuPy) on its stream."""
+def _torch_dtype(name: str):
+    if not _TORCH_DTYPES:
+        import torch
+
+        _TORCH_DTYPES.update(fp32=torch.float32, fp16=torch.float16, bf16=torch.bfloat16)
+    return _TORCH_DTYPES[name]
+
+
+def new_output(like: Operand, shape: tuple, zeros: bool = False, dtype: str = "fp32") -> Operand:
+    """A new array (fp32 unless `dtype` says fp16 or bf16) of `like`'s family (torch for torch,
+    else CuPy) on its stream. CuPy has no bfloat16: a bf16 output is a torch one only."""
     if like.family == "torch":
-        if not _F32:
-            import torch
-
-            _F32.append(torch.float32)
-        t = like.obj.new_zeros(shape, dtype=_F32[0]) if zeros else like.obj.new_empty(shape, dtype=_F32[0])
-        return Operand(t, t.data_ptr(), shape, "fp32", like.device, like.stream, "torch", True)
+        t_dtype = _torch_dtype(dtype)
+        t = like.obj.new_zeros(shape, dtype=t_dtype) if zeros else like.obj.new_empty(shape, dtype=t_dtype)
+        return Operand(t, t.data_ptr(), shape, dtype, like.device, like.stream, "torch", True)
+    if dtype == "bf16":
+        raise BadArgumentError("CuPy has no bfloat16 array: a bf16 C needs torch tensors")
     make = _cupy.zeros if zeros else _cupy.empty
+    c_dtype = _cupy.float32 if dtype == "fp32" else _cupy.float16
     if like.family == "cupy":  # like.stream is CuPy's current stream already
-        a = make(shape, dtype=_cupy.float32)
+        a = make(shape, dtype=c_dtype)
     else:
         from ..cuda.device import cupy_stream
 
         with cupy_stream(like.stream):
-            a = make(shape, dtype=_cupy.float32)
-    return Operand(a, a.data.ptr, shape, "fp32", like.device, like.stream, like.family, True)
+            a = make(shape, dtype=c_dtype)
+    return Operand(a, a.data.ptr, shape, dtype, like.device, like.stream, like.family, True)
 
 
 def copy_into(dst: Operand, src: Operand) -> None:

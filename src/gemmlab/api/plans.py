@@ -2,12 +2,15 @@
 execute for a few microseconds.
 
     p = gemmlab.Matmul(A, B, C, alpha=1.0, beta=0.0)   # sgemm (fp32), hgemm (fp16/bf16), bgemm (3-D)
+    p = gemmlab.Matmul(A16, B16, out_dtype="bf16")     # hgemm writing C in the inputs' 16-bit type
     p.execute()                                       # C = alpha*A@B + beta*C; returns C
     p.execute(A=A2)                                   # new operands of the same shape, dtype, layout
     s = gemmlab.Sum(x); s.execute()                   # a 0-d fp32 result, the plan's own
 
 A plan's operands must be contiguous and 16-byte aligned (make them so once; a plan never copies
-on the hot path). Without C a plan owns its output and returns the same array from every
+on the hot path), or for sgemm/hgemm A and B may be transposed views of such arrays (x @ W.T:
+torch's or CuPy's W.T), which the plan reads in place through cuBLAS's transpose flags or, for
+B, a TMA rung that takes layout nt; a named kernel that cannot is refused with the reason. Without C a plan owns its output and returns the same array from every
 execute. execute() runs on the stream the operands' framework has current at that moment
 (torch.cuda.current_stream(), CuPy's current stream), or on `stream=`; that is what lets
 torch.cuda.graph and CuPy's stream capture record it. A plan is one piece of state: execute it
@@ -18,8 +21,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import BadArgumentError
-from . import core, dispatch, tuning
-from .operands import Operand, check, current_stream_reader, new_output, read, shape_text
+from . import checks, core, dispatch, tuning
+from .operands import Operand, check, current_stream_reader, new_output, read, shape_text, transposed
 
 
 def stream_handle(stream: Any) -> int:
@@ -48,12 +51,16 @@ class _Plan:
         core.setup()
         return self._current() if stream is None else stream_handle(stream)
 
-    def _rebind(self, x, what: str, old: Operand, dtypes: tuple[str, ...]) -> Operand:
+    def _rebind(self, x, what: str, old: Operand, dtypes: tuple[str, ...], as_transposed: bool = False) -> Operand:
         new = read(x, what, self.caller)
         if new.shape != old.shape or new.dtype != old.dtype:
             raise BadArgumentError(f"{what} is {shape_text(new.shape)} {new.dtype}; this plan was made for "
                                    f"{shape_text(old.shape)} {old.dtype}")
         check(new, what, dtypes, len(old.shape), self.caller, core._state["device"])
+        if as_transposed:
+            if not transposed(new):
+                raise BadArgumentError(f"{what}: this plan was made for a transposed view (W.T); pass one again")
+            return new
         return _dense(new, what)
 
     @property
@@ -72,45 +79,49 @@ class _Plan:
 
 
 class Matmul(_Plan):
-    """C = alpha * A @ B + beta * C as a plan: fp32 A, B (sgemm); fp16 or bf16 (hgemm, fp32 C;
-    op="hgemm" runs fp32 inputs as tf32); 3-D fp32 batches (bgemm). impl/params as in the calls."""
+    """C = alpha * A @ B + beta * C as a plan: fp32 A, B (sgemm); fp16 or bf16 (hgemm: an fp32 C,
+    or one of the inputs' type given as C or named by out_dtype; op="hgemm" runs fp32 inputs as
+    tf32); 3-D fp32 batches (bgemm). impl/params as in the calls."""
 
     def __init__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
-                 params: Mapping[str, int] | None = None, op: str | None = None):
+                 params: Mapping[str, int] | None = None, op: str | None = None, out_dtype=None):
         core.setup()
         if op is None:
-            op = core.gemm_op_of(A, "gemmlab.Matmul")
-        if op not in core.GEMM_DTYPES:
+            op = checks.gemm_op_of(A, "gemmlab.Matmul")
+        if op not in checks.GEMM_DTYPES:
             raise BadArgumentError(f"op must be sgemm, hgemm or bgemm, not {op!r}")
         self.op = op
         self.caller = f"gemmlab.Matmul ({op})"
-        a, b, dims, dtype = core.gemm_operands(op, self.caller, A, B)
+        a, b, dims, dtype = checks.gemm_operands(op, self.caller, A, B)
         if 0 in dims:
             raise BadArgumentError(f"empty problem {shape_text(dims)}: plans need M, N, K (and batch) >= 1")
         self.alpha, self.beta = float(alpha), float(beta)
         shape = (dims[3], dims[0], dims[1]) if op == "bgemm" else (dims[0], dims[1])
-        if C is None:
-            if self.beta != 0.0:
-                raise BadArgumentError("beta != 0 needs C")
-            c = new_output(a, shape)
-        else:
-            c = core.output_operand(C, a, shape, self.beta, self.caller)
-        self._a, self._b, self._c = _dense(a, "A"), _dense(b, "B"), _dense(c, "C")
-        self._dtypes = core.GEMM_DTYPES[op]
+        c = checks.output_operand(C, a, shape, self.beta, self.caller, op, dtype, checks.out_name(out_dtype))
+        layout = (transposed(a), transposed(b)) if op != "bgemm" else (False, False)
+        self.layout = layout
+        self._a = a if layout[0] else _dense(a, "A")
+        self._b = b if layout[1] else _dense(b, "B")
+        self._c = _dense(c, "C")
+        self._dtypes = checks.GEMM_DTYPES[op]
         self._current = current_stream_reader(a)
-        self._executor = core.new_executor(op, dtype, dims, impl, params)
-        self._text = f"{shape_text(dims[:3])}{f' x{dims[3]} batches' if op == 'bgemm' else ''} {dtype}"
+        self._executor = core.new_executor(op, dtype, dims, impl, params, layout, c.dtype)
+        if not self._executor.fast and any(layout):
+            raise BadArgumentError(f"{self._executor.why}; a plan never copies: pass contiguous operands instead")
+        self._text = (f"{shape_text(dims[:3])}{f' x{dims[3]} batches' if op == 'bgemm' else ''} {dtype}"
+                      + (f", C {c.dtype}" if c.dtype != "fp32" else "")
+                      + (f", layout {core.layout_letters(layout)} (read in place)" if any(layout) else ""))
         self.dims, self.dtype = dims, dtype
 
     def execute(self, A=None, B=None, C=None, *, alpha: float | None = None, beta: float | None = None,
                 stream: Any = None):
         """Run the plan (on new operands where given); returns C (the plan's own when none was given)."""
         if A is not None:
-            self._a = self._rebind(A, "A", self._a, self._dtypes)
+            self._a = self._rebind(A, "A", self._a, self._dtypes, self.layout[0])
         if B is not None:
-            self._b = self._rebind(B, "B", self._b, self._dtypes)
+            self._b = self._rebind(B, "B", self._b, self._dtypes, self.layout[1])
         if C is not None:
-            self._c = self._rebind(C, "C", self._c, ("fp32",))
+            self._c = self._rebind(C, "C", self._c, (self._c.dtype,))
         if alpha is not None:
             self.alpha = float(alpha)
         if beta is not None:
@@ -134,7 +145,7 @@ class Sum(_Plan):
 
     def __init__(self, x, *, impl: str | None = None, params: Mapping[str, int] | None = None):
         core.setup()
-        op = core.sum_operand(x, self.caller)
+        op = checks.sum_operand(x, self.caller)
         n = op.size()
         if n == 0:
             raise BadArgumentError("x is empty: a Sum plan needs at least one element (reduce_sum(x) gives 0)")

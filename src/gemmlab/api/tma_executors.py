@@ -4,9 +4,11 @@ encoded again only when a pointer changes, and one prepared launch per call.
 Layouts. A B given as its transpose (an NxK array: x @ W.T, torch's transposed view of a
 contiguous weight) is read in place by the rungs tagged "layout_nt" (rung 5 built with
 B_KMAJOR = 1, and the tf32 rung, which reads B K-major anyway): the tensor map describes the NxK
-array itself and the kernel's K-major boxes read it, so no transposing copy is made. Where TMA
-cannot describe an operand (rows that are not 16-byte multiples) the executor is not built and
-the caller copies instead (in_place_refusal says why).
+array itself and the kernel's K-major boxes read it, so no transposing copy is made. An A given
+as its transpose (a KxM array) likewise by the rungs tagged "layout_tn" (rung 5 built with
+A_MNMAJOR = 1, reading it M-major). Where TMA cannot describe an operand (rows that are not
+16-byte multiples) the executor is not built and the caller copies instead (in_place_refusal
+says why).
 """
 from __future__ import annotations
 
@@ -23,10 +25,14 @@ def tma_fast(spec, problem) -> bool:
 
 def _unfit(spec, problem) -> str:
     """Why the caller's arrays cannot be handed to the kernel as they are ("" when they can)."""
-    from ..kernels.hgemm.specs import kmajor_b_rule
+    from ..kernels.hgemm.specs import kmajor_b_rule, mnmajor_a_rule
 
     item = ITEMSIZE.get(problem.dtype, 4)  # tf32: fp32 storage
     N, K = problem.N, problem.K
+    if problem.a_transposed:
+        reason = mnmajor_a_rule(problem)
+        if reason:
+            return f"{spec.name} {reason}"
     if problem.b_transposed:
         reason = kmajor_b_rule(problem)
         if reason:
@@ -35,24 +41,27 @@ def _unfit(spec, problem) -> str:
         return f"{spec.name} reads B K-major: a KxN B is transposed into a copy first"
     elif (N * item) % 16:
         return f"{spec.name}: rows of B (N = {N}) are not a multiple of 16 bytes (TMA); they are padded"
-    if (K * item) % 16:
+    if not problem.a_transposed and (K * item) % 16:
         return f"{spec.name}: rows of A (K = {K}) are not a multiple of 16 bytes (TMA); they are padded"
-    if (N * 4) % 16:
-        return f"{spec.name}: rows of the fp32 C (N = {N}) are not a multiple of 16 bytes (TMA); C is padded"
+    out = problem.out_dtype
+    if (N * ITEMSIZE[out]) % 16:
+        return f"{spec.name}: rows of the {out} C (N = {N}) are not a multiple of 16 bytes (TMA); C is padded"
     return ""
 
 
 def in_place_refusal(spec, problem, layout: tuple[bool, bool]) -> str:
     """Why kernel `spec` cannot read operands given in `layout` ((A transposed, B transposed))
-    in place ("" when it can). Only a transposed B, on a rung tagged "layout_nt", on a shape
-    whose rows TMA can describe, is read in place; otherwise the API copies the operand to
-    row-major first."""
-    if layout[0]:
+    in place ("" when it can). A transposed A on a rung tagged "layout_tn", a transposed B on
+    one tagged "layout_nt", on a shape whose rows TMA can describe, are read in place;
+    otherwise the API copies the operands to row-major first."""
+    if "tma" not in spec.tags:
+        return f"{spec.name} reads row-major operands only: a transposed operand is copied"
+    if layout[0] and "layout_tn" not in spec.tags:
         return f"{spec.name} reads A row-major only: a transposed A is copied"
-    if "layout_nt" not in spec.tags or "tma" not in spec.tags:
-        return f"{spec.name} reads row-major operands only: a transposed B is copied"
+    if layout[1] and "layout_nt" not in spec.tags:
+        return f"{spec.name} reads B row-major only: a transposed B is copied"
     reason = _unfit(spec, problem)
-    return f"{reason} - B is copied to row-major instead" if reason else ""
+    return f"{reason} - the transposed operands are copied to row-major instead" if reason else ""
 
 
 class TmaGemm(FastGemm):
@@ -68,12 +77,18 @@ class TmaGemm(FastGemm):
 
         spec, params = runner.impl, runner.params
         self.name = runner.name
-        self.dtype = problem.dtype
+        self.dtype, self.out = problem.dtype, problem.out_dtype
         self.item = ITEMSIZE.get(problem.dtype, 4)  # tf32: fp32 storage
         self.M, self.N, self.K = problem.M, problem.N, problem.K
         if problem.b_transposed and not b_kmajor(spec, params):  # a runner built for the other layout
             raise ValueError(f"{spec.name} was built to read B as KxN, the problem gives B as NxK")
-        self.b_nk = problem.b_transposed
+        if "OUT16" in params and params["OUT16"] != int(problem.out_dtype != "fp32"):
+            raise ValueError(f"{spec.name} was built for OUT16 = {params['OUT16']}, the problem's C is "
+                             f"{problem.out_dtype}")
+        if problem.a_transposed != bool(params.get("A_MNMAJOR", 0)):
+            raise ValueError(f"{spec.name} was built for A_MNMAJOR = {params.get('A_MNMAJOR', 0)}, the problem's "
+                             f"layout is {problem.layout}")
+        self.b_nk, self.a_km = problem.b_transposed, problem.a_transposed
         self.boxes = tma_boxes(spec, params)
         geometry = tma_geometry(runner, problem)
         self.store_c = "C" in self.boxes
@@ -92,7 +107,10 @@ class TmaGemm(FastGemm):
         item = self.item
         ptrs = self._ptrs
         if a != ptrs[0]:
-            self.launch.tmap(0).encode(self.dtype, a, self.M, self.K, self.K * item, self.boxes["A"])
+            if self.a_km:  # the KxM array as it lies in memory (A given transposed)
+                self.launch.tmap(0).encode(self.dtype, a, self.K, self.M, self.M * item, self.boxes["A"])
+            else:
+                self.launch.tmap(0).encode(self.dtype, a, self.M, self.K, self.K * item, self.boxes["A"])
             ptrs[0] = a
         if b != ptrs[1]:
             if self.b_nk:  # the NxK array as it lies in memory (W of x @ W.T)
@@ -101,7 +119,7 @@ class TmaGemm(FastGemm):
                 self.launch.tmap(1).encode(self.dtype, b, self.K, self.N, self.N * item, self.boxes["B"])
             ptrs[1] = b
         if self.store_c and c != ptrs[2]:
-            self.launch.tmap(2).encode("fp32", c, self.M, self.N, self.N * 4, self.boxes["C"])
+            self.launch.tmap(2).encode(self.out, c, self.M, self.N, self.N * ITEMSIZE[self.out], self.boxes["C"])
             ptrs[2] = c
         self._alpha.value, self._beta.value, self._c.value = alpha, beta, c
         self.launch.launch(stream)

@@ -25,9 +25,10 @@ def sgemm(A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, al
 
 @torch.library.custom_op("gemmlab::hgemm", mutates_args=())
 def hgemm(A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, alpha: float = 1.0,
-          beta: float = 0.0) -> torch.Tensor:
-    """alpha * A @ B + beta * C: fp16/bf16 A and B (fp32 read as tf32), fp32 accumulation and result."""
-    return _gemm("hgemm", A, B, C, alpha, beta)
+          beta: float = 0.0, out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """alpha * A @ B + beta * C: fp16/bf16 A and B (fp32 read as tf32), fp32 accumulation; the
+    result fp32, or out_dtype (the inputs' 16-bit type; C, when given, must then be of it)."""
+    return _gemm("hgemm", A, B, C, alpha, beta, out_dtype)
 
 
 @torch.library.custom_op("gemmlab::bgemm", mutates_args=())
@@ -43,14 +44,18 @@ def reduce_sum(x: torch.Tensor) -> torch.Tensor:
     return calls.reduce_sum(x, None, None)
 
 
-def _gemm(op: str, A, B, C, alpha, beta):
+def _gemm(op: str, A, B, C, alpha, beta, out_dtype=None):
     out = C.clone() if C is not None and beta != 0.0 else None  # functional: C itself is never written
-    return calls.gemm(op, f"torch.ops.gemmlab.{op}", A, B, out, alpha, beta if out is not None else 0.0, None, None)
+    if out is None and C is not None and out_dtype is None:
+        out_dtype = C.dtype  # C not read (beta == 0), but its type is the result's
+    return calls.gemm(op, f"torch.ops.gemmlab.{op}", A, B, out, alpha, beta if out is not None else 0.0, None, None,
+                      out_dtype)
 
 
-def _fake_gemm(A, B, C=None, alpha=1.0, beta=0.0):
+def _fake_gemm(A, B, C=None, alpha=1.0, beta=0.0, out_dtype=None):
     shape = (*A.shape[:-1], B.shape[-1])
-    return A.new_empty(shape, dtype=torch.float32)
+    dtype = out_dtype or (C.dtype if C is not None else torch.float32)
+    return A.new_empty(shape, dtype=dtype)
 
 
 sgemm.register_fake(_fake_gemm)

@@ -57,7 +57,7 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
     db = database()
     if db is None or getattr(spec, "kind", "") != "kernel":
         return None
-    key = (db, spec.name, problem.op, problem.M, problem.N, problem.K, gpu)
+    key = (db, spec.name, problem.op, getattr(problem, "dtype", ""), problem.M, problem.N, problem.K, gpu)
     if key not in _cache:
         from ..harness.tuned import usable_best
         from ..store import ResultStore

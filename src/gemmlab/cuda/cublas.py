@@ -123,7 +123,7 @@ class PreparedGemm:
     """
 
     def __init__(self, kind: str, M: int, N: int, K: int, dtype: str = "fp32", batch: int = 1,
-                 trans_b: bool = False, out_dtype: str = "fp32"):
+                 trans_b: bool = False, out_dtype: str = "fp32", trans_a: bool = False):
         library()
         global _raw
         if _raw is None:
@@ -135,8 +135,8 @@ class PreparedGemm:
         self._handle = ctypes.c_void_p(0)
         self._alpha_ptr, self._beta_ptr = ctypes.c_void_p(0), ctypes.c_void_p(0)
         n_n = (i(OP_N), i(OP_N), i(N), i(M), i(K))
-        if (trans_b or out_dtype != "fp32") and kind != "ex":
-            raise ValueError(f"trans_b and a 16-bit C are taken by the GemmEx kind only, not {kind!r}")
+        if (trans_a or trans_b or out_dtype != "fp32") and kind != "ex":
+            raise ValueError(f"trans_a, trans_b and a 16-bit C are taken by the GemmEx kind only, not {kind!r}")
         if kind == "sgemm":
             self._fn = _raw.cublasSgemm_v2
             tail = (self._alpha_ptr, self.b, i(N), self.a, i(K), self._beta_ptr, self.c, i(N))
@@ -144,10 +144,12 @@ class PreparedGemm:
             t = i(DATA_TYPES[dtype])
             compute = COMPUTE_32F_FAST_TF32 if dtype == "tf32" else COMPUTE_32F
             self._fn = _raw.cublasGemmEx
-            if trans_b:  # B's NxK array read column-major is KxN with leading dimension K
-                n_n = (i(OP_T), i(OP_N), i(N), i(M), i(K))
+            # cuBLAS's first operand is the caller's B, its second the caller's A (C^T = B^T A^T).
+            # B's NxK array read column-major is KxN with leading dimension K; A's KxM array
+            # read column-major is MxK with leading dimension M: both then with the T flag.
+            n_n = (i(OP_T if trans_b else OP_N), i(OP_T if trans_a else OP_N), i(N), i(M), i(K))
             # C's type: fp32, or 16-bit (compute and the fp32 alpha/beta unchanged; one rounding)
-            tail = (self._alpha_ptr, self.b, t, i(K if trans_b else N), self.a, t, i(K), self._beta_ptr, self.c,
+            tail = (self._alpha_ptr, self.b, t, i(K if trans_b else N), self.a, t, i(M if trans_a else K), self._beta_ptr, self.c,
                     i(DATA_TYPES[out_dtype]), i(N), i(compute), i(GEMM_DEFAULT))
         elif kind == "batched":
             self._fn = _raw.cublasSgemmStridedBatched
@@ -181,11 +183,12 @@ def sgemm(M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: 
 
 
 def gemm_ex(dtype: str, M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: int,
-            stream: int, trans_b: bool = False, out_dtype: str = "fp32") -> None:
+            stream: int, trans_b: bool = False, out_dtype: str = "fp32", trans_a: bool = False) -> None:
     """Row-major C = alpha*A@B + beta*C with A and B fp16, bf16 (fp32 accumulation), or fp32
-    read as tf32 (dtype "tf32"); trans_b: `b` holds B's NxK transpose (x @ W.T); C fp32, or
-    (out_dtype) fp16/bf16."""
-    PreparedGemm("ex", M, N, K, dtype, trans_b=trans_b, out_dtype=out_dtype)(alpha, a, b, beta, c, stream)
+    read as tf32 (dtype "tf32"); trans_b: `b` holds B's NxK transpose (x @ W.T); trans_a: `a`
+    holds A's KxM transpose; C fp32, or (out_dtype) fp16/bf16."""
+    PreparedGemm("ex", M, N, K, dtype, trans_b=trans_b, out_dtype=out_dtype, trans_a=trans_a)(alpha, a, b, beta, c,
+                                                                                              stream)
 
 
 def sgemm_strided_batched(batch: int, M: int, N: int, K: int, alpha: float, a: int, b: int, beta: float, c: int,

@@ -107,9 +107,22 @@ def column_major_layouts(M: int, N: int, K: int, trans_a: bool = False,
     return lt_a, lt_b, Layout(N, M, N, M * N)
 
 
+C_TYPES = {"fp32": CUDA_R_32F, "fp16": CUDA_R_16F, "bf16": CUDA_R_16BF}
+
+
+def c_type(kind: str, dtype: str, out_dtype: str) -> int:
+    """cudaDataType of C and D: fp32, or the 16-bit input type itself (GemmEx kind only; the
+    compute type and the fp32 alpha and beta stay, so the result is rounded once, in the epilogue)."""
+    if out_dtype == "fp32":
+        return CUDA_R_32F
+    if kind != "ex" or out_dtype != dtype:
+        raise ValueError(f"a {out_dtype} C needs {out_dtype} A and B (GemmEx kind), not {kind} {dtype}")
+    return C_TYPES[out_dtype]
+
+
 def lt_types(kind: str, dtype: str) -> tuple[int, int]:
-    """(cudaDataType of A and B, cublasComputeType_t) for a cuda/cublas.py GEMM kind; C, D,
-    alpha and beta are fp32 for all of them."""
+    """(cudaDataType of A and B, cublasComputeType_t) for a cuda/cublas.py GEMM kind; alpha and
+    beta are fp32 for all of them, C and D fp32 unless c_type says otherwise."""
     if kind in ("sgemm", "batched"):
         if dtype != "fp32":
             raise ValueError(f"cuBLAS {kind} GEMM takes fp32, not {dtype!r}")
@@ -313,9 +326,9 @@ class PreparedLtGemm:
     workspace made once and every argument a ready ctypes object: a call sets the three pointers,
     the two scalars and the stream, and crosses into cublasLtMatmul.
 
-    kind as cublas.PreparedGemm's: "sgemm" (fp32, no TF32), "ex" (fp16/bf16 A and B with fp32 C
-    and accumulation; fp32 as tf32 with dtype "tf32") or "batched" (strided fp32 batches, each
-    matrix packed). Raises NoAlgorithmError when cuBLASLt has no algorithm, LaunchError when the
+    kind as cublas.PreparedGemm's: "sgemm" (fp32, no TF32), "ex" (fp16/bf16 A and B with fp32
+    accumulation and an fp32 C, or with out_dtype the input type a C of that type; fp32 as tf32
+    with dtype "tf32") or "batched" (strided fp32 batches, each matrix packed). Raises NoAlgorithmError when cuBLASLt has no algorithm, LaunchError when the
     library or the GPU refuses; the caller then keeps cublas.PreparedGemm. The handle is the
     calling thread's, looked up on each call; alpha and beta are read from host memory during
     the call (CUBLASLT_POINTER_MODE_HOST), so a graph capture records the values of that call.
@@ -324,8 +337,9 @@ class PreparedLtGemm:
     call_name = CALL
 
     def __init__(self, kind: str, M: int, N: int, K: int, dtype: str = "fp32", batch: int = 1,
-                 trans_a: bool = False, trans_b: bool = False):
+                 trans_a: bool = False, trans_b: bool = False, out_dtype: str = "fp32"):
         ab_type, compute = lt_types(kind, dtype)
+        cd_type = c_type(kind, dtype, out_dtype)
         batch = batch if kind == "batched" else 1
         self.kind = kind
         lib = library()
@@ -333,7 +347,8 @@ class PreparedLtGemm:
         self._finalizer = weakref.finalize(self, _release, lib, owned)
         self._finalizer.atexit = False
         what = (f"{kind} {M}x{N}x{K} {dtype}" + (f" x{batch}" if batch > 1 else "")
-                + (" A transposed" if trans_a else "") + (" B transposed" if trans_b else ""))
+                + (" A transposed" if trans_a else "") + (" B transposed" if trans_b else "")
+                + (f" C {out_dtype}" if out_dtype != "fp32" else ""))
         with relaxed_capture():
             h = handle()
             desc = _create(lib, "MatmulDesc", owned, compute, CUDA_R_32F)
@@ -342,7 +357,7 @@ class PreparedLtGemm:
             for flag, attr in ((trans_b, CUBLASLT_MATMUL_DESC_TRANSA), (trans_a, CUBLASLT_MATMUL_DESC_TRANSB)):
                 if flag:  # Lt's A is the caller's B (see column_major_layouts)
                     _set(lib.cublasLtMatmulDescSetAttribute, desc, attr, ctypes.c_int32(CUBLAS_OP_T))
-            types = (ab_type, ab_type, CUDA_R_32F)
+            types = (ab_type, ab_type, cd_type)
             layouts = [_layout(lib, owned, t, lay, batch)
                        for t, lay in zip(types, column_major_layouts(M, N, K, trans_a, trans_b))]
             result = _heuristic(lib, h, desc, layouts, _preference(lib, owned), what)

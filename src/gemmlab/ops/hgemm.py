@@ -3,9 +3,10 @@ as tf32), fp32 accumulation, C in fp32 or (--out-dtype) in the 16-bit input type
 
 Arrays: A and B are CuPy arrays (float16 for fp16, uint16 bits for bf16, float32 for tf32); C is
 float32, or float16 / uint16 bits for a 16-bit C. B is KxN (layout "nn") or given as its
-transpose, an NxK array (layout "nt": x @ W.T); the rungs tagged "layout_nt" read the latter in
-place (K-major TMA boxes, wgmma without the transpose bit), those tagged "out16" write a 16-bit C,
-the others refuse them. The kernel's input types (KernelSpec.dtypes), its layouts and C types, its
+transpose, an NxK array (layout "nt": x @ W.T); A is MxK, or given as its transpose, a KxM array
+(layouts "tn" and "tt"). The rungs tagged "layout_nt" read a transposed B in place (K-major TMA
+boxes, wgmma without the transpose bit), those tagged "layout_tn" a transposed A (M-major boxes,
+wgmma's A transpose bit), those tagged "out16" write a 16-bit C; the others refuse them. The kernel's input types (KernelSpec.dtypes), its layouts and C types, its
 shape rule (problem_check) and the 16-byte alignment of every pointer are checked before a
 launch, each refused as one BadArgumentError line. The TMA rungs (tag "tma") launch through
 ops/hgemm_tma.py. Bounds and input rounding: ops/hgemm_check.py. Baselines: cuBLAS and torch.mm
@@ -39,7 +40,7 @@ def hgemm_bytes(p: GemmProblem) -> int:
     return item * (p.M * p.K + p.K * p.N) + c_item * p.M * p.N * (2 if p.beta != 0.0 else 1)
 
 
-LAYOUTS = ("nn", "nt")  # op(A) op(B); A given transposed (tn, tt) is not implemented
+LAYOUTS = ("nn", "nt", "tn", "tt")  # op(A) op(B): "t" the operand given as its transpose
 
 
 class HgemmRunner(PreparedImpl):
@@ -66,6 +67,10 @@ class HgemmRunner(PreparedImpl):
         reason = OP.refusal(self.impl, problem)
         if reason:
             raise BadArgumentError(reason)
+        want_a = (problem.K, problem.M) if problem.a_transposed else (problem.M, problem.K)
+        if tuple(A.shape) != want_a:
+            raise BadArgumentError(f"A is {A.shape[0]}x{A.shape[1]}; layout {problem.layout} of "
+                                   f"{problem.shape} needs {want_a[0]}x{want_a[1]}")
         want = (problem.N, problem.K) if problem.b_transposed else (problem.K, problem.N)
         if tuple(B.shape) != want:
             raise BadArgumentError(f"B is {B.shape[0]}x{B.shape[1]}; layout {problem.layout} of "
@@ -124,11 +129,13 @@ def _zeros_c(problem: GemmProblem, A, B):
 
 
 def _check(C, A, B, C0, p: GemmProblem):
-    """The fp64 comparison, with B as the product uses it (KxN): an NxK B (layout nt) enters as its
-    transposed view (no copy, no device kernel: the sanitizer runs see only gemmlab's), so a
-    kernel that ignored the layout is compared with the product it should have computed."""
+    """The fp64 comparison, with A and B as the product uses them (MxK, KxN): a KxM A or an NxK B
+    (layouts tn, nt, tt) enters as its transposed view (no copy, no device kernel: the sanitizer
+    runs see only gemmlab's), so a kernel that ignored the layout is compared with the product it
+    should have computed."""
+    a = A.T if p.a_transposed else A
     b = B.T if p.b_transposed else B
-    return compare(C, A, b, C0, p.alpha, p.beta, p.dtype, p.out_dtype)
+    return compare(C, a, b, C0, p.alpha, p.beta, p.dtype, p.out_dtype)
 
 
 def _takers(tag: str) -> str:
@@ -137,14 +144,17 @@ def _takers(tag: str) -> str:
 
 def variant_refusal(impl: Any, problem: GemmProblem) -> str:
     """Why `impl` cannot take `problem`'s operand layout or output type ("" when it can).
-    Baselines take layouts nn and nt and C in fp32 or the input type; kernels nn and an fp32 C,
-    and nt / a 16-bit C where their spec carries the tag "layout_nt" / "out16"."""
+    Baselines take every layout and C in fp32 or the input type; kernels nn and an fp32 C, a
+    transposed B / a transposed A / a 16-bit C where their spec carries the tag "layout_nt" /
+    "layout_tn" / "out16"."""
     if problem.layout not in LAYOUTS:
-        return (f"{impl.name} takes layout {' or '.join(LAYOUTS)}, not {problem.layout} (A given transposed is "
-                "not implemented)")
+        return f"{impl.name} takes layout {', '.join(LAYOUTS)}, not {problem.layout}"
+    if problem.a_transposed and impl.kind == "kernel" and "layout_tn" not in impl.tags:
+        return (f"{impl.name} reads A as a row-major MxK array only; layout {problem.layout} (A given as KxM) "
+                f"runs on {_takers('layout_tn')}")
     if problem.b_transposed and impl.kind == "kernel" and "layout_nt" not in impl.tags:
-        return (f"{impl.name} reads B as a row-major KxN array only; layout nt (B given as NxK) runs on "
-                f"{_takers('layout_nt')}")
+        return (f"{impl.name} reads B as a row-major KxN array only; layout {problem.layout} (B given as NxK) "
+                f"runs on {_takers('layout_nt')}")
     out = problem.out_dtype
     if out != "fp32" and out != problem.dtype:
         return f"{impl.name}: C is fp32 or the input type ({problem.dtype}), not {out}"
@@ -161,8 +171,8 @@ class HgemmOp(GemmOp):
     def check_layout(self, layout: str | None) -> str:
         layout = layout or "nn"
         if layout not in LAYOUTS:
-            raise BadArgumentError(f"--layout {layout!r}: choose nn (B is KxN) or nt (B given as its NxK transpose)"
-                                   + ("; A given transposed is not implemented" if layout in ("tn", "tt") else ""))
+            raise BadArgumentError(f"--layout {layout!r}: choose nn (A is MxK, B is KxN), nt (B given as its NxK "
+                                   "transpose), tn (A given as its KxM transpose) or tt (both)")
         return layout
 
     def check_out_dtype(self, out: str | None, dtype: str) -> str:
@@ -186,12 +196,14 @@ class HgemmOp(GemmOp):
         return variant_refusal(impl, problem) or super().refusal(impl, problem)
 
     def fixed_params(self, impl, dtype: str, layout: str = "nn", out_dtype: str = "fp32") -> dict[str, int]:
-        # DTYPE, B_KMAJOR and OUT16 are the dtype's, the layout's and the output type's template
-        # flags, not tuned parameters: set where a kernel has them
+        # DTYPE, B_KMAJOR / A_MNMAJOR and OUT16 are the dtype's, the layout's and the output type's
+        # template flags, not tuned parameters: set where a kernel has them
         names = {p.name for p in impl.params} if getattr(impl, "kind", None) == "kernel" else set()
         fixed = {"DTYPE": _kernels.dtype_flag(dtype)} if "DTYPE" in names else {}
         if "B_KMAJOR" in names:
             fixed["B_KMAJOR"] = int(layout[1] == "t")
+        if "A_MNMAJOR" in names:
+            fixed["A_MNMAJOR"] = int(layout[0] == "t")
         if "OUT16" in names:
             fixed["OUT16"] = int(out_dtype != "fp32")
         return fixed

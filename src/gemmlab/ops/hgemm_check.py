@@ -113,13 +113,14 @@ def poison(shape, out: str, xp=np):
 
 
 def make_inputs(problem: GemmProblem, seed: int, xp=None):
-    """Fresh uniform [-1, 1) values rounded to problem.dtype: A16, B16 (16-bit storage; B is KxN,
-    or NxK when the layout gives it transposed), C0 (in problem.out_dtype's storage: random values
+    """Fresh uniform [-1, 1) values rounded to problem.dtype: A16, B16 (16-bit storage; A is MxK,
+    or KxM when the layout gives it transposed; B is KxN, or NxK likewise), C0 (in problem.out_dtype's storage: random values
     rounded to it when beta != 0, else NaN). On the GPU with CuPy unless xp=numpy is given."""
     if xp is None:
         import cupy as xp
     rng = xp.random.default_rng(seed)
-    A = round_to(rng.uniform(-1.0, 1.0, (problem.M, problem.K)).astype(xp.float32), problem.dtype, xp)
+    a_shape = (problem.K, problem.M) if problem.a_transposed else (problem.M, problem.K)
+    A = round_to(rng.uniform(-1.0, 1.0, a_shape).astype(xp.float32), problem.dtype, xp)
     b_shape = (problem.N, problem.K) if problem.b_transposed else (problem.K, problem.N)
     B = round_to(rng.uniform(-1.0, 1.0, b_shape).astype(xp.float32), problem.dtype, xp)
     out = problem.out_dtype

@@ -17,7 +17,7 @@ the call only (cuBLAS TF32 tensor-core GEMM, CUBLAS_COMPUTE_32F_FAST_TF32), then
 Layout nt (B given as its NxK transpose): both read that array in place, as the kernels do -
 cuBLAS with its transpose flag on B (CUBLAS_OP_T), torch as torch.mm(a, bt.t()) (a transposed
 view, which torch hands to cuBLAS with the same flag) - so every row times the same product of
-the same memory.
+the same memory. Layouts tn and tt (A given as its KxM transpose) likewise, with the flag on A.
 C in the input type (--out-dtype fp16|bf16): cuBLAS with that C type (fp32 compute and scaling,
 one rounding), torch as plain torch.mm(a, b, out=c) - torch's default for 16-bit inputs - or, with
 alpha != 1 or beta != 0, c.addmm_(a, b, beta=, alpha=): one cuBLAS call that scales in fp32 and
@@ -106,6 +106,8 @@ def _enqueue(problem, A, B, C, handle: int) -> None:
         a, b, c = torch_views(A, B, C, bf16=problem.dtype == "bf16")
         if problem.b_transposed:  # B holds the NxK transpose: a view, no copy
             b = b.t()
+        if problem.a_transposed:  # A holds the KxM transpose: likewise
+            a = a.t()
         if problem.out_dtype != "fp32":  # C in the input type, as torch.mm writes it
             if problem.out_dtype == "bf16":
                 c = c.view(torch.bfloat16)  # bf16 bits held as uint16
@@ -142,7 +144,8 @@ def _cublas_enqueue(problem, A, B, C, handle: int) -> None:
     from ..cuda import cublas
 
     cublas.gemm_ex(problem.dtype, problem.M, problem.N, problem.K, problem.alpha, A.data.ptr, B.data.ptr,
-                   problem.beta, C.data.ptr, handle, trans_b=problem.b_transposed, out_dtype=problem.out_dtype)
+                   problem.beta, C.data.ptr, handle, trans_b=problem.b_transposed, out_dtype=problem.out_dtype,
+                   trans_a=problem.a_transposed)
 
 
 CUBLAS = Baseline("cublas", "hgemm", "cuBLAS GemmEx (fp32 C, or the input type)",

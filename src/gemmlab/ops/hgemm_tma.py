@@ -1,6 +1,7 @@
 """Launching the TMA rungs (3-6): tensor maps over the operands, row-stride padding where a
 row is not a multiple of 16 bytes (TMA's rule), B transposed where a kernel reads it K-major
-(tf32) but the problem gives it KxN; a B given as NxK (layout nt) is read in place.
+(tf32) but the problem gives it KxN; a B given as NxK (layout nt) and an A given as KxM (tn, tt)
+are read in place by the rungs built for them.
 
 A tensor map describes a 2-D tensor by its logical size and its row stride, so padding needs
 no zeros: the operand is copied into a buffer with a wider row stride and the map keeps the
@@ -91,14 +92,19 @@ class TmaOperands:
         kmajor_b: the kernel reads B^T (NxK): B itself when the problem gives it so (layout nt),
         else a transposed copy; otherwise B as KxN."""
         from ..cuda.device import cupy_stream
-        from ..kernels.hgemm.specs import kmajor_b_rule
+        from ..kernels.hgemm.specs import kmajor_b_rule, mnmajor_a_rule
 
         M, N, K = problem.M, problem.N, problem.K
         if problem.b_transposed and not kmajor_b:  # the runner's layout check makes this unreachable
             raise BadArgumentError(f"{name} reads B as KxN; this problem gives it as NxK (layout nt)")
         with cupy_stream(stream_handle):
             a = A
-            if not _aligned(K, A.itemsize):
+            if problem.a_transposed:  # A^T (KxM) as given, read M-major: in place where TMA can describe it
+                reason = mnmajor_a_rule(problem)
+                if reason and not pads:
+                    raise BadArgumentError(f"{name} {reason}")
+                a = self._padded("At", A, K, M) if reason else A
+            elif not _aligned(K, A.itemsize):
                 if not pads:
                     raise BadArgumentError(f"K = {K}: rows of A are not a multiple of 16 bytes")
                 a = self._padded("A", A, M, K)

@@ -50,7 +50,7 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
 
         require_dask()
     overrides = parse_param_axes(param)
-    for name, value in fixed.items():  # set by the problem (hgemm's DTYPE, B_KMAJOR, OUT16): one value
+    for name, value in fixed.items():  # set by the problem (hgemm's DTYPE, B_KMAJOR, A_MNMAJOR, OUT16): one value
         if name in overrides and overrides[name] != (value,):
             raise BadArgumentError(f"--param {name}: set by --dtype {problem.dtype} and the problem's layout and C "
                                    "type (tune times layout nn, fp32 C), not tunable")

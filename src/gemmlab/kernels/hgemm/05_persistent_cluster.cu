@@ -12,9 +12,12 @@
 // B layout (B_KMAJOR, set from the problem, not tuned): 0 reads a row-major KxN B N-major (the
 //   wgmma transpose bit); 1 reads B given as its transpose, an NxK row-major array (x @ W.T,
 //   torch.nn.functional.linear's weight), K-major like A - in place, no transposing copy.
+// A layout (A_MNMAJOR, likewise set from the problem): 0 reads a row-major MxK A; 1 reads A given
+//   as its transpose, a KxM row-major array (layouts tn, tt), M-major through the wgmma A
+//   transpose bit - in place, as a KxN B is read N-major.
 // Needs: sm_90a. Any M, N, K: TMA zero-fills loads past the edges and clips stores; rows must
-//   be 16-byte multiples (K % 8 for A and a K-major B, N % 8 for a KxN B, N % 4 for an fp32 C and
-//   N % 8 for a 16-bit one), and where
+//   be 16-byte multiples (K % 8 for A and a K-major B, M % 8 for a KxM A, N % 8 for a KxN B,
+//   N % 4 for an fp32 C and N % 8 for a 16-bit one), and where
 //   they are not the harness pads them into aligned copies (counted in the time) - see
 //   ops/hgemm_tma.py.
 // Should move: past rung 4 on large shapes (no per-tile prologue, epilogue hidden under the
@@ -23,16 +26,17 @@
 
 namespace gemmlab {
 
-// tmB describes B as KxN (B_KMAJOR = 0) or as its NxK transpose (B_KMAJOR = 1); tmC and C are
-// fp32 (OUT16 = 0) or of the input type (OUT16 = 1).
-template <int BF16, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int GROUP_M>
+// tmA describes A as MxK (A_MNMAJOR = 0) or as its KxM transpose (A_MNMAJOR = 1); tmB describes
+// B as KxN (B_KMAJOR = 0) or as its NxK transpose (B_KMAJOR = 1); tmC and C are fp32 (OUT16 = 0)
+// or of the input type (OUT16 = 1).
+template <int BF16, int B_KMAJOR, int OUT16, int A_MNMAJOR, int BN, int STAGES, int CM, int GROUP_M>
 __global__ void __launch_bounds__(384, 1)
 hgemm_persistent(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmB,
                  const __grid_constant__ hop::TmaMap tmC, int M, int N, int K, float alpha, float beta,
                  const void* __restrict__ C, int ldc) {
     static_assert(BF16 == 0 || BF16 == 1, "16-bit inputs: 0 fp16, 1 bf16");
-    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, GROUP_M>(tmA, tmB, tmC, M, N, K, alpha, beta, C,
-                                                                         ldc);
+    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, GROUP_M, A_MNMAJOR>(tmA, tmB, tmC, M, N, K, alpha,
+                                                                                    beta, C, ldc);
 }
 
 }  // namespace gemmlab

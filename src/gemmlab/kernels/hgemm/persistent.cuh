@@ -29,17 +29,26 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
 // OUT16: the type of C (tmC's and Cin's) - 0: fp32; 1: the 16-bit input type (fp16 or bf16, as
 //   torch.mm writes for 16-bit inputs). Accumulation and the alpha/beta epilogue stay fp32; each
 //   result is rounded once, to nearest even, as cuBLAS does. ldc is C's row stride in elements.
-template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int GROUP_M>
+// A_MNMAJOR: how tmA describes A and how wgmma reads it -
+//   0: A row-major MxK: boxes of 128 M rows x one K tile, K-major in shared memory.
+//   1: A given transposed, a KxM row-major array (layouts tn and tt: A.T views). Its boxes are
+//      BK K rows x 64 M columns, one per consumer warpgroup (the two 64-row halves of the tile),
+//      so A sits M-major in shared memory, as a KxN B sits N-major, and wgmma reads it with its
+//      A transpose bit (16-bit only). Each half is BK * 128 bytes, the same 8 KB as the K-major
+//      half, so the stage layout and the consumers' offsets do not change.
+template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int GROUP_M, int A_MNMAJOR = 0>
 __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap& tmB, const TmaMap& tmC, int M, int N,
                                                 int K, float alpha, float beta, const void* __restrict__ Cin,
                                                 int ldc) {
     constexpr bool TF32 = KIND == 2;
     constexpr bool KMAJOR = B_KMAJOR != 0;
+    constexpr bool A_MN = A_MNMAJOR != 0;
     constexpr int EB = TF32 ? 4 : 2;            // bytes per input element
     constexpr int BM = 128, BK = 128 / EB;      // a K tile is one 128-byte swizzled row
     constexpr int KSTEP = 32 / EB;              // wgmma K: 16 (16-bit) or 8 (tf32), 32 bytes
     constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
     constexpr int B_CHUNK = BK * 128;           // N-major B: 64 columns x BK rows
+    constexpr int A_HALF = 64 * 128;            // one consumer's A: 64 rows x one K tile, or BK rows x 64 columns
     constexpr int B_PART = BN / CM;             // B columns (N-major) or rows (K-major) one CTA loads
     // A staged C chunk is 64 rows x 128 bytes (the TMA store's swizzled box): 32 fp32 or 64 16-bit columns
     constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
@@ -47,6 +56,9 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     static_assert(BN == 128 || BN == 256, "BN is 128 or 256 (one wgmma per K step)");
     static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs along M");
     static_assert(B_KMAJOR == 0 || B_KMAJOR == 1, "B_KMAJOR is 0 (B is KxN) or 1 (B given as NxK)");
+    static_assert(A_MNMAJOR == 0 || A_MNMAJOR == 1, "A_MNMAJOR is 0 (A is MxK) or 1 (A given as KxM)");
+    static_assert(!A_MN || !TF32, "tf32 A must be K-major: wgmma has no transpose for 32-bit types");
+    static_assert(!A_MN || BK * 128 == A_HALF, "an M-major half (BK rows of 128 bytes) fills a K-major one's space");
     static_assert(KMAJOR || !TF32, "tf32 B must be K-major: wgmma has no transpose for 32-bit types");
     static_assert(KMAJOR || B_PART % 64 == 0, "each CTA multicasts whole 64-column chunks of an N-major B");
     static_assert(STAGES >= 2, "a pipeline needs at least two stages");
@@ -87,7 +99,12 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     unsigned char* as = smem + s * STAGE_BYTES;
                     unsigned char* bs = as + A_BYTES;
                     mbar_expect_tx(&full[s], STAGE_BYTES);  // A, and all of B: ours and the peer's
-                    tma_load_2d(as, tmA, &full[s], k * BK, m0);
+                    if constexpr (A_MN) {  // two BK x 64 boxes of the KxM array, one per consumer half
+                        tma_load_2d(as, tmA, &full[s], m0, k * BK);
+                        tma_load_2d(as + A_HALF, tmA, &full[s], m0 + 64, k * BK);
+                    } else {
+                        tma_load_2d(as, tmA, &full[s], k * BK, m0);
+                    }
                     if constexpr (KMAJOR) {  // B_PART N rows x one K tile: our share of B's rows
                         if constexpr (CM > 1)
                             tma_load_2d_multicast(bs + rank * B_PART * 128, tmB, &full[s], k * BK, n0 + rank * B_PART,
@@ -132,18 +149,21 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             for (int k = 0; k < ktiles; ++k, ++it) {
                 const int s = it % STAGES;
                 mbar_wait(&full[s], (it / STAGES) & 1);
-                const unsigned char* as = smem + s * STAGE_BYTES + half * 64 * 128;
+                const unsigned char* as = smem + s * STAGE_BYTES + half * A_HALF;
                 const unsigned char* bs = smem + s * STAGE_BYTES + A_BYTES;
                 fence_operands(acc);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BK / KSTEP; ++kk) {
-                    const unsigned long long da = make_desc(as + kk * 32, 16, 1024);
+                    // K-major A: the next 32 bytes of each of its 64 rows; M-major A: the next
+                    // KSTEP rows of its 64-column box (one box spans the wgmma's M = 64)
+                    const unsigned long long da = A_MN ? make_desc(as + kk * KSTEP * 128, A_HALF, 1024)
+                                                       : make_desc(as + kk * 32, 16, 1024);
                     // K-major B: like A, the next 32 bytes of every 128-byte row; N-major B: the
                     // next KSTEP rows of each 64-column chunk (chunks B_CHUNK bytes apart)
                     const unsigned long long db = KMAJOR ? make_desc(bs + kk * 32, 16, 1024)
                                                          : make_desc(bs + kk * KSTEP * 128, B_CHUNK, 1024);
-                    wgmma<BN, KIND, KMAJOR ? 0 : 1>(acc, da, db, (k > 0 || kk > 0) ? 1 : 0);
+                    wgmma<BN, KIND, KMAJOR ? 0 : 1, A_MN ? 1 : 0>(acc, da, db, (k > 0 || kk > 0) ? 1 : 0);
                 }
                 wgmma_commit();
                 wgmma_wait<1>();

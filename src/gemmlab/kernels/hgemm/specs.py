@@ -5,9 +5,10 @@ Rungs 1-2 have the SGEMM signature with 16-bit inputs,
 row-major contiguous A (MxK), B (KxN), C (MxN); rungs 3-6 (the second section) take TMA tensor
 maps instead of A and B pointers. The first template parameter, DTYPE, is the input type (0:
 fp16, 1: bf16; the tf32 rung has none); the harness sets it from the problem's dtype, it is not tuned.
-Rung 5's second and third, B_KMAJOR and OUT16, are likewise set from the problem's layout (nn: B is
-KxN; nt: B given as its NxK transpose, read in place) and output dtype (fp32, or the 16-bit input
-type); rungs tagged "layout_nt" take layout nt, rungs tagged "out16" a 16-bit C.
+Rung 5's second, third and fourth, B_KMAJOR, OUT16 and A_MNMAJOR, are likewise set from the
+problem's layout (nn: A is MxK and B KxN; nt: B given as its NxK transpose; tn: A given as its KxM
+transpose; tt: both - read in place) and output dtype (fp32, or the 16-bit input type); rungs
+tagged "layout_nt" take a transposed B, "layout_tn" a transposed A, "out16" a 16-bit C.
 Constraints mirror the kernels' static_asserts; `problem_check` states the shapes a rung
 refuses (rung 2: K % 8 and N % 8, for 16-byte cp.async chunks).
 """
@@ -184,11 +185,13 @@ def b_kmajor(spec: KernelSpec, v) -> bool:
 
 
 def tma_boxes(spec: KernelSpec, v) -> dict[str, tuple[int, int]]:
-    """(rows, columns) of each operand's TMA box: A 128 x one K tile; B (KxN, read N-major) 64 x 64
-    chunks; B^T (NxK, read K-major: tf32, or B_KMAJOR) BN/CM rows x one K tile; C 64 x 32 staged
-    chunks (rungs 5-6; 64 x 64 for a 16-bit C)."""
+    """(rows, columns) of each operand's TMA box: A 128 x one K tile; A^T (KxM, read M-major:
+    A_MNMAJOR) one K tile x 64, one box per 64-row half; B (KxN, read N-major) 64 x 64 chunks; B^T
+    (NxK, read K-major: tf32, or B_KMAJOR) BN/CM rows x one K tile; C 64 x 32 staged chunks (rungs
+    5-6; 64 x 64 for a 16-bit C)."""
     k_tile = 32 if "tf32" in spec.dtypes else 64
-    boxes = {"A": (BM, k_tile), "B": (v["BN"] // v.get("CM", 1), k_tile) if b_kmajor(spec, v) else (64, 64)}
+    boxes = {"A": (k_tile, 64) if v.get("A_MNMAJOR", 0) else (BM, k_tile),
+             "B": (v["BN"] // v.get("CM", 1), k_tile) if b_kmajor(spec, v) else (64, 64)}
     if "tma_store" in spec.tags:  # 64 rows x 128 bytes: 32 fp32 columns, or 64 of a 16-bit C (OUT16)
         boxes["C"] = (64, 64) if v.get("OUT16", 0) else (64, 32)
     return boxes
@@ -205,7 +208,8 @@ TMA_WGMMA = KernelSpec(
                  Constraint("BN must be 64 or 128 (two m64 halves of BN/2 accumulators each)",
                             lambda v: v["BN"] in (64, 128)))
     + _stage_constraints(pipeline_smem),
-    threads=lambda v: 128, smem_bytes=lambda v: 8 * v["STAGES"],  # static: the full mbarriers block_tile=lambda v: (BM, v["BN"]),
+    threads=lambda v: 128, smem_bytes=lambda v: 8 * v["STAGES"],  # static: the full mbarriers
+    block_tile=lambda v: (BM, v["BN"]),
     geometry=lambda p, v: Launch(grid=(cdiv(p.N, v["BN"]), cdiv(p.M, BM), 1), block=(128, 1, 1),
                                  shmem=pipeline_smem(v)),
     problem_check=aligned_rows, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma",),
@@ -221,7 +225,8 @@ WARP_SPECIALIZED = KernelSpec(
     constraints=(dtype_constraint(),
                  Constraint("BN must be 128 or 256", lambda v: v["BN"] in (128, 256)))
     + _stage_constraints(pipeline_smem),
-    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
+    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers
+    block_tile=lambda v: (BM, v["BN"]),
     geometry=lambda p, v: Launch(grid=(cdiv(p.N, v["BN"]), cdiv(p.M, BM), 1), block=(384, 1, 1),
                                  shmem=pipeline_smem(v)),
     problem_check=aligned_rows, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma",),
@@ -242,6 +247,21 @@ def out16_param() -> Param:
 def b_kmajor_param() -> Param:
     """Rung 5's B layout flag: set from the problem's layout (nn: 0, nt: 1), never tuned (no space)."""
     return Param("B_KMAJOR", 0, (), "B layout, set from the problem (0: KxN row-major, 1: given as NxK, nt)")
+
+
+def a_mnmajor_param() -> Param:
+    """Rung 5's A layout flag: set from the problem's layout (nn/nt: 0, tn/tt: 1), never tuned."""
+    return Param("A_MNMAJOR", 0, (), "A layout, set from the problem (0: MxK row-major, 1: given as KxM, tn/tt)")
+
+
+def mnmajor_a_rule(p: GemmProblem) -> str:
+    """The TMA rule for reading an M-major A (A^T, KxM row-major) in place: its row pitch, M
+    elements, must be a multiple of 16 bytes (M % 8 == 0 for 16-bit inputs). "" when it holds,
+    else why (the padding rungs then copy A^T into padded rows, in the timed work)."""
+    if (p.M * 2) % 16:
+        return (f"reads an M-major A (given as KxM) in place only when M % 8 == 0 (TMA: its row pitch, "
+                f"2 * M bytes, must be a multiple of 16); {p.shape} has M = {p.M}")
+    return ""
 
 
 def kmajor_b_rule(p: GemmProblem) -> str:
@@ -278,15 +298,18 @@ def _persistent_constraints() -> tuple[Constraint, ...]:
 PERSISTENT = KernelSpec(
     name="persistent", op="hgemm", rung=5, title="persistent + clusters + TMA multicast + TMA store",
     idea="one CTA per SM loops over tiles in grouped order; 2-CTA clusters share B by TMA multicast; "
-         "C leaves through swizzled shared memory by TMA stores; any shape; B as KxN or given as NxK (nt)",
+         "C leaves through swizzled shared memory by TMA stores; any shape; A and B as given or transposed "
+         "(nt, tn, tt: read in place)",
     source="hgemm/05_persistent_cluster.cu", entry="gemmlab::hgemm_persistent",
-    params=_persistent_params((dtype_param(), b_kmajor_param(), out16_param()), cm=2),
+    params=_persistent_params((dtype_param(), b_kmajor_param(), out16_param(), a_mnmajor_param()), cm=2),
     constraints=(dtype_constraint(),
                  Constraint("B_KMAJOR must be 0 (B is KxN) or 1 (B given as NxK)", lambda v: v["B_KMAJOR"] in (0, 1)),
-                 Constraint("OUT16 must be 0 (fp32 C) or 1 (C in the input type)", lambda v: v["OUT16"] in (0, 1)))
+                 Constraint("OUT16 must be 0 (fp32 C) or 1 (C in the input type)", lambda v: v["OUT16"] in (0, 1)),
+                 Constraint("A_MNMAJOR must be 0 (A is MxK) or 1 (A given as KxM)", lambda v: v["A_MNMAJOR"] in (0, 1)))
     + _persistent_constraints(),
-    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
-    geometry=persistent_launch, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "out16"),
+    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers
+    block_tile=lambda v: (BM, v["BN"]),
+    geometry=persistent_launch, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn", "out16"),
 )
 
 TF32_WGMMA = KernelSpec(
@@ -296,7 +319,8 @@ TF32_WGMMA = KernelSpec(
     source="hgemm/06_tf32_wgmma.cu", entry="gemmlab::hgemm_tf32_wgmma",
     params=_persistent_params((), cm=1),
     constraints=_persistent_constraints(),
-    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers block_tile=lambda v: (BM, v["BN"]),
+    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers
+    block_tile=lambda v: (BM, v["BN"]),
     geometry=persistent_launch, arch="sm_90a", dtypes=("tf32",),
     tags=("tma", "tma_store", "pads", "persistent", "b_transposed", "layout_nt"),
 )

@@ -1,0 +1,92 @@
+"""The operand checks every entry point shares: A, B and C read from the caller's arrays and
+checked (dtype, rank, shape, device), the GEMM op an array implies, and C's type (fp32, or for
+16-bit hgemm inputs that type, named by out_dtype or by C itself). Each refusal is one
+BadArgumentError line."""
+from __future__ import annotations
+
+from ..errors import BadArgumentError
+from .core import _state
+from .operands import DTYPE_TEXT as DTYPE_NAMES
+from .operands import Operand, check, new_output, read, shape_text
+
+GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
+
+
+def gemm_op_of(A, caller: str) -> str:
+    """The GEMM op for A's rank and dtype: 3-D bgemm, 16-bit hgemm, else sgemm."""
+    first = read(A, "A", caller)
+    return "bgemm" if len(first.shape) == 3 else ("hgemm" if first.dtype in ("fp16", "bf16") else "sgemm")
+
+
+def gemm_operands(op_name: str, caller: str, A, B):
+    """A and B read and checked; (a, b, dims, dtype) with dims (M, N, K[, batch])."""
+    a, b = read(A, "A", caller), read(B, "B", caller)
+    dtypes = GEMM_DTYPES[op_name]
+    ndim = 3 if op_name == "bgemm" else 2
+    device = _state["device"]
+    check(a, "A", dtypes, ndim, caller, device)
+    check(b, "B", dtypes, ndim, caller, device)
+    if a.dtype != b.dtype:
+        raise BadArgumentError(f"A is {a.dtype} but B is {b.dtype}: both must have one dtype")
+    sa, sb = a.shape, b.shape
+    if sb[-2] != sa[-1] or sb[:-2] != sa[:-2]:
+        raise BadArgumentError(f"A is {shape_text(sa)} but B is {shape_text(sb)}: inner dimensions differ")
+    dims = (sa[-2], sb[-1], sa[-1]) + ((sa[0],) if ndim == 3 else ())
+    dtype = ("tf32" if a.dtype == "fp32" else a.dtype) if op_name == "hgemm" else "fp32"
+    return a, b, dims, dtype
+
+
+# The names out_dtype takes (torch and NumPy dtypes are read through their names).
+OUT_NAMES = {"fp32": "fp32", "float32": "fp32", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+             "bf16": "bf16", "bfloat16": "bf16"}
+
+
+_out_names: dict = {}  # out_dtype object -> its name, so a call's lookup is one dict hit
+
+
+def out_name(out_dtype) -> str | None:
+    """out_dtype as "fp32", "fp16" or "bf16" (None stays None): a name, a torch dtype, a NumPy
+    dtype or a scalar type such as numpy.float16 / cupy.float16."""
+    if out_dtype is None:
+        return None
+    try:
+        return _out_names[out_dtype]
+    except (KeyError, TypeError):  # TypeError: an unhashable value, refused below
+        pass
+    text = out_dtype.__name__ if isinstance(out_dtype, type) else str(out_dtype).removeprefix("torch.")
+    if text not in OUT_NAMES:
+        raise BadArgumentError(f"out_dtype must be float32, float16 or bfloat16, not {out_dtype!r}")
+    _out_names[out_dtype] = OUT_NAMES[text]
+    return OUT_NAMES[text]
+
+
+def c_dtypes(op_name: str, dtype: str) -> tuple[str, ...]:
+    """The types C may have: fp32, and for 16-bit hgemm inputs that type too (torch.mm's output)."""
+    return ("fp32", dtype) if op_name == "hgemm" and dtype in ("fp16", "bf16") else ("fp32",)
+
+
+def output_operand(C, a: Operand, shape: tuple, beta: float, caller: str, op_name: str = "sgemm",
+                   dtype: str = "fp32", out: str | None = None) -> Operand:
+    """C read and checked, or a new output: of type `out` (out_name's), else C's own, else fp32.
+    A 16-bit C is taken by hgemm with inputs of that type only."""
+    allowed = c_dtypes(op_name, dtype)
+    if out is not None and out not in allowed:
+        raise BadArgumentError(f"out_dtype {out} with {dtype} inputs: {caller} writes C in "
+                               + " or ".join(DTYPE_NAMES[d] for d in allowed))
+    if C is None:
+        if beta != 0.0:
+            raise BadArgumentError("beta != 0 needs C")
+        return new_output(a, shape, dtype=out or "fp32")
+    c = read(C, "C", caller)
+    check(c, "C", allowed, len(shape), caller, _state["device"])
+    if out is not None and c.dtype != out:
+        raise BadArgumentError(f"C is {DTYPE_NAMES[c.dtype]} but out_dtype is {DTYPE_NAMES[out]}")
+    if c.shape != shape:
+        raise BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(shape)}")
+    return c
+
+
+def sum_operand(x, caller: str) -> Operand:
+    op = read(x, "x", caller)
+    check(op, "x", ("fp32",), None, caller, _state["device"])
+    return op
