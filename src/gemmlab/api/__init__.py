@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from . import calls, checks, core
-from .operands import transposed
 from .plans import Matmul, Sum
 from .tuning import use_tuning
 
@@ -111,24 +110,18 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
             raise core.BadArgumentError(f"op must be sgemm, hgemm, bgemm or reduce, not {op!r}")
         dims = tuple(int(d) for d in shape)
         dtype = dtype or ("fp32" if op != "hgemm" else "bf16")
-    # the layout the call reads in place: transposed views of torch or CuPy arrays (as calls.gemm)
-    layout = (transposed(a), transposed(b)) if A is not None and op in ("sgemm", "hgemm") else (False, False)
-    out = None if op == "reduce" else checks.out_name(out_dtype)
-    if out is None and C is not None and op != "reduce":
-        out = checks.read(C, "C", "gemmlab.explain").dtype
-    out = out or "fp32"
-    if op != "reduce" and out not in checks.c_dtypes(op, dtype):
-        raise core.BadArgumentError(f"a {checks.DTYPE_NAMES.get(out, out)} C with {dtype} inputs: gemmlab.{op} "
-                                    "writes C in " + " or ".join(checks.DTYPE_NAMES[d] for d in checks.c_dtypes(op, dtype)))
+    # what the call reads in place (transposed views, as calls.gemm) and C's type
+    layout = checks.layout_of(op, a, b) if A is not None else (False, False)
+    out = "fp32"
+    if op != "reduce":
+        named = checks.out_name(out_dtype)
+        if named is None and C is not None:
+            named = checks.read(C, "C", "gemmlab.explain").dtype
+        out = checks.c_type(op, dtype, named, f"gemmlab.{op}")
     problem = core.make_problem(op, dtype, dims, layout, out)
-    choice, spec, _ = core.choose(op, problem, dims, impl, params, gpu, arch)
-    if out != "fp32" and impl is None and not any(layout) and choice.source not in ("", "fallback"):
-        choice = replace(choice, reason=choice.reason + core.OUT16_NOTE.format(out=out))
-    if any(layout):  # what the call does with transposed views
-        if impl is None:
-            choice = dispatch.Choice("cublas", {}, core.IN_PLACE_REASON)
-        else:
-            choice = replace(choice, reason=f"{choice.reason}; {core.layout_note(spec, problem, layout)}")
+    choice, spec, _ = core.decide(op, problem, dims, impl, params, gpu, arch)
+    if any(layout) and impl is not None:  # what a named implementation does with transposed views
+        choice = replace(choice, reason=f"{choice.reason}; {core.layout_note(spec, problem, layout)}")
     text = dispatch.describe(choice, f"gemmlab.{'reduce_sum' if op == 'reduce' else op}",
                              f"{'x'.join(map(str, dims))} {dtype}" + (f", C {out}" if out != "fp32" else ""),
                              gpu, arch, tuning.describe())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from .checks import gemm_operands, out_name, output_operand, sum_operand
+from .checks import gemm_operands, layout_of, out_name, output_operand, sum_operand
 from .core import _state, executor, setup
-from .operands import copy_into, densify, new_output, result, scale, torch_stream_reader, transposed
+from .operands import copy_into, densify, new_output, result, scale, torch_stream_reader
 
 _torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stream accessor (set once)
 
@@ -15,8 +15,7 @@ _torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stre
 def _torch_setup() -> None:
     import torch
 
-    _torch.update(tensor=torch.Tensor, f32=torch.float32, half=(torch.float16, torch.bfloat16),
-                  stream=torch_stream_reader(),
+    _torch.update(tensor=torch.Tensor, f32=torch.float32, stream=torch_stream_reader(),
                   dtypes={"sgemm": {torch.float32: "fp32"},
                           "hgemm": {torch.float32: "tf32", torch.float16: "fp16", torch.bfloat16: "bf16"}})
 
@@ -72,7 +71,7 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
     else:
         if C.dtype is _torch["f32"]:
             c_out = "fp32"
-        elif C.dtype is A.dtype and C.dtype in _torch["half"] and op_name == "hgemm":
+        elif C.dtype is A.dtype:  # not fp32, so 16-bit hgemm inputs: a C of their type
             c_out = dtype
         else:
             return NotImplemented
@@ -109,18 +108,16 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         return C if C is not None else result(out)
     stream = a.stream
     c = out if out.dense else (densify(out) if beta != 0.0 else new_output(out, shape, dtype=out.dtype))
-    ex = None
-    layout = (transposed(a), transposed(b)) if op_name != "bgemm" else (False, False)
-    if any(layout):  # transposed views (CuPy's W.T, F-order arrays) read in place where the executor can
+    # transposed views (CuPy's W.T, F-order arrays) are read in place where the executor can
+    layout = layout_of(op_name, a, b)
+    ex = executor(op_name, dtype, dims, impl, params, stream, layout, out.dtype)
+    if not ex.fast and any(layout):  # it cannot: row-major copies, and the row-major executor
+        layout = (False, False)
         ex = executor(op_name, dtype, dims, impl, params, stream, layout, out.dtype)
-        if not ex.fast:
-            ex, layout = None, (False, False)
     if not (a.dense or layout[0]):
         a = densify(a)
     if not (b.dense or layout[1]):
         b = densify(b)
-    if ex is None:
-        ex = executor(op_name, dtype, dims, impl, params, stream, out=out.dtype)
     ex.run_operands(a, b, c, alpha, beta, stream)
     if c is not out:
         copy_into(out, c)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..errors import BadArgumentError
 from .core import _state
 from .operands import DTYPE_TEXT as DTYPE_NAMES
-from .operands import Operand, check, new_output, read, shape_text
+from .operands import Operand, check, new_output, read, shape_text, transposed
 
 GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
 
@@ -65,20 +65,32 @@ def c_dtypes(op_name: str, dtype: str) -> tuple[str, ...]:
     return ("fp32", dtype) if op_name == "hgemm" and dtype in ("fp16", "bf16") else ("fp32",)
 
 
+def c_type(op_name: str, dtype: str, out: str | None, caller: str) -> str:
+    """C's type as named (out_name's; fp32 when None), refused in one line where the op does not
+    write it for these inputs."""
+    allowed = c_dtypes(op_name, dtype)
+    if out is not None and out not in allowed:
+        raise BadArgumentError(f"a {DTYPE_NAMES.get(out, out)} C with {dtype} inputs: {caller} writes C in "
+                               + " or ".join(DTYPE_NAMES[d] for d in allowed))
+    return out or "fp32"
+
+
+def layout_of(op_name: str, a: Operand, b: Operand) -> tuple[bool, bool]:
+    """(A transposed, B transposed): the views an sgemm/hgemm reads in place (operands.transposed)."""
+    return (transposed(a), transposed(b)) if op_name in ("sgemm", "hgemm") else (False, False)
+
+
 def output_operand(C, a: Operand, shape: tuple, beta: float, caller: str, op_name: str = "sgemm",
                    dtype: str = "fp32", out: str | None = None) -> Operand:
     """C read and checked, or a new output: of type `out` (out_name's), else C's own, else fp32.
     A 16-bit C is taken by hgemm with inputs of that type only."""
-    allowed = c_dtypes(op_name, dtype)
-    if out is not None and out not in allowed:
-        raise BadArgumentError(f"out_dtype {out} with {dtype} inputs: {caller} writes C in "
-                               + " or ".join(DTYPE_NAMES[d] for d in allowed))
+    c_dtype = c_type(op_name, dtype, out, caller)
     if C is None:
         if beta != 0.0:
             raise BadArgumentError("beta != 0 needs C")
-        return new_output(a, shape, dtype=out or "fp32")
+        return new_output(a, shape, dtype=c_dtype)
     c = read(C, "C", caller)
-    check(c, "C", allowed, len(shape), caller, _state["device"])
+    check(c, "C", c_dtypes(op_name, dtype), len(shape), caller, _state["device"])
     if out is not None and c.dtype != out:
         raise BadArgumentError(f"C is {DTYPE_NAMES[c.dtype]} but out_dtype is {DTYPE_NAMES[out]}")
     if c.shape != shape:

@@ -10,6 +10,7 @@ share mutable launch state. A new thread gets the device's primary context made 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any, Mapping
 
 from ..errors import BadArgumentError, UnknownKernelError
@@ -136,6 +137,21 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
     return choice, spec, chosen
 
 
+def decide(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
+           gpu: str | None = None, arch: str | None = None):
+    """choose(), with what a call adds to its answer (explain and the executors alike): operands
+    given as transposed views, with no implementation named, go to cuBLAS (IN_PLACE_REASON); a
+    16-bit C's choice says the table was measured with an fp32 C."""
+    forced = impl is None and (getattr(problem, "a_transposed", False) or getattr(problem, "b_transposed", False))
+    choice, spec, chosen = choose(op_name, problem, dims, "cublas" if forced else impl, params, gpu, arch)
+    if forced:
+        return dispatch.Choice("cublas", {}, IN_PLACE_REASON), spec, chosen
+    out = getattr(problem, "out_dtype", "fp32")
+    if out != "fp32" and impl is None and choice.source not in ("", "fallback"):
+        choice = replace(choice, reason=choice.reason + OUT16_NOTE.format(out=out))
+    return choice, spec, chosen
+
+
 def problem_dtype(op_name: str, problem) -> str:
     return "fp32" if op_name == "reduce" else problem.dtype
 
@@ -193,19 +209,13 @@ def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params
     from .executors import LayoutNotSupported, NoInPlaceLayout, gemm_executor, reduce_executor
 
     problem = make_problem(op_name, dtype, dims, layout, out)
-    forced = any(layout) and impl is None
-    choice, spec, chosen = choose(op_name, problem, dims, "cublas" if forced else impl, params)
-    if out != "fp32" and impl is None and not forced and choice.source not in ("", "fallback"):
-        choice = dispatch.Choice(choice.impl, choice.params, choice.reason + OUT16_NOTE.format(out=out),
-                                 choice.evidence, choice.source)
+    choice, spec, chosen = decide(op_name, problem, dims, impl, params)
     op = ops.get(op_name)
 
     def shared():
         return compiled_runner(op_name, spec, chosen, dtype, problem if op_name != "reduce" else None)
 
     if any(layout):
-        if forced:
-            choice = dispatch.Choice("cublas", {}, IN_PLACE_REASON)
         try:
             executor = gemm_executor(op, op_name, spec, problem, shared, None, layout)
         except LayoutNotSupported as exc:

@@ -249,14 +249,14 @@ def _contiguous_format():
     return torch.contiguous_format
 
 
-_TORCH_DTYPES: dict = {}  # "fp32"/"fp16"/"bf16" -> the torch dtype (filled on first use)
+_TORCH_DTYPES: dict = {}  # "fp32"/"fp16"/"bf16" -> the torch dtype: _torch_names inverted, on first use
 
 
 def _torch_dtype(name: str):
     if not _TORCH_DTYPES:
-        import torch
-
-        _TORCH_DTYPES.update(fp32=torch.float32, fp16=torch.float16, bf16=torch.bfloat16)
+        if not _torch_names:
+            _torch_setup()
+        _TORCH_DTYPES.update({v: k for k, v in _torch_names.items()})
     return _TORCH_DTYPES[name]
 
 

@@ -98,8 +98,7 @@ class Matmul(_Plan):
         self.alpha, self.beta = float(alpha), float(beta)
         shape = (dims[3], dims[0], dims[1]) if op == "bgemm" else (dims[0], dims[1])
         c = checks.output_operand(C, a, shape, self.beta, self.caller, op, dtype, checks.out_name(out_dtype))
-        layout = (transposed(a), transposed(b)) if op != "bgemm" else (False, False)
-        self.layout = layout
+        self.layout = layout = checks.layout_of(op, a, b)
         self._a = a if layout[0] else _dense(a, "A")
         self._b = b if layout[1] else _dense(b, "B")
         self._c = _dense(c, "C")

@@ -72,7 +72,7 @@ class TmaGemm(FastGemm):
     owns_workspace = False
 
     def __init__(self, runner, problem):
-        from ..kernels.hgemm.specs import b_kmajor, tma_boxes
+        from ..kernels.hgemm.specs import tma_boxes
         from ..ops.hgemm_tma import tma_geometry
 
         spec, params = runner.impl, runner.params
@@ -80,14 +80,9 @@ class TmaGemm(FastGemm):
         self.dtype, self.out = problem.dtype, problem.out_dtype
         self.item = ITEMSIZE.get(problem.dtype, 4)  # tf32: fp32 storage
         self.M, self.N, self.K = problem.M, problem.N, problem.K
-        if problem.b_transposed and not b_kmajor(spec, params):  # a runner built for the other layout
-            raise ValueError(f"{spec.name} was built to read B as KxN, the problem gives B as NxK")
-        if "OUT16" in params and params["OUT16"] != int(problem.out_dtype != "fp32"):
-            raise ValueError(f"{spec.name} was built for OUT16 = {params['OUT16']}, the problem's C is "
-                             f"{problem.out_dtype}")
-        if problem.a_transposed != bool(params.get("A_MNMAJOR", 0)):
-            raise ValueError(f"{spec.name} was built for A_MNMAJOR = {params.get('A_MNMAJOR', 0)}, the problem's "
-                             f"layout is {problem.layout}")
+        if (runner.layout, runner.out_dtype) != (problem.layout, problem.out_dtype):  # built for another problem
+            raise ValueError(f"{spec.name} was built for layout {runner.layout} and a {runner.out_dtype} C, the "
+                             f"problem is {problem.layout} with a {problem.out_dtype} C")
         self.b_nk, self.a_km = problem.b_transposed, problem.a_transposed
         self.boxes = tma_boxes(spec, params)
         geometry = tma_geometry(runner, problem)

@@ -20,7 +20,7 @@ from .. import registry
 from ..cuda.prepared import PreparedImpl
 from ..errors import BadArgumentError
 from ..kernels.hgemm import specs as _kernels
-from ..problem import GemmProblem
+from ..problem import LAYOUTS, GemmProblem  # LAYOUTS: op(A) op(B), "t" an operand given transposed
 from . import hgemm_libraries as _libraries  # noqa: F401  (registers cuBLAS)
 from .base import choices, device_inputs
 from .gemm_family import GemmOp, run_and_compare
@@ -40,7 +40,6 @@ def hgemm_bytes(p: GemmProblem) -> int:
     return item * (p.M * p.K + p.K * p.N) + c_item * p.M * p.N * (2 if p.beta != 0.0 else 1)
 
 
-LAYOUTS = ("nn", "nt", "tn", "tt")  # op(A) op(B): "t" the operand given as its transpose
 
 
 class HgemmRunner(PreparedImpl):
@@ -147,8 +146,6 @@ def variant_refusal(impl: Any, problem: GemmProblem) -> str:
     Baselines take every layout and C in fp32 or the input type; kernels nn and an fp32 C, a
     transposed B / a transposed A / a 16-bit C where their spec carries the tag "layout_nt" /
     "layout_tn" / "out16"."""
-    if problem.layout not in LAYOUTS:
-        return f"{impl.name} takes layout {', '.join(LAYOUTS)}, not {problem.layout}"
     if problem.a_transposed and impl.kind == "kernel" and "layout_tn" not in impl.tags:
         return (f"{impl.name} reads A as a row-major MxK array only; layout {problem.layout} (A given as KxM) "
                 f"runs on {_takers('layout_tn')}")
