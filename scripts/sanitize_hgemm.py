@@ -9,7 +9,9 @@ host, so the kernels the sanitizer sees are gemmlab's (plus CuPy's NaN fill of C
 ones its rule allows (K % 8 == 0, N % 8 == 0) - each with beta = 0 (C poisoned, not to be read)
 and with alpha = 1.5, beta = -0.75, in layout nn and, for the kernels that take them, nt (B given
 as its NxK transpose, read in place), tn and tt (A given as its KxM transpose), with an fp32 C and, where a kernel writes one, a C in the
-input type. Exits 1 if any result is wrong.
+input type. The persistent rungs run a second, smaller sweep with split-K (SPLITK = 3: partial
+slots, flags and the in-order sum of the last arriver under memcheck). Exits 1 if any result is
+wrong.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import sys
 
 ANY_SHAPES = ((1, 1, 1), (1, 129, 67), (97, 1, 33), (127, 127, 127), (129, 257, 65), (31, 517, 203))
 ALIGNED_SHAPES = ((1, 8, 8), (97, 8, 40), (127, 136, 200), (129, 264, 72), (31, 520, 208))
+SPLITK_SHAPES = ((127, 127, 127), (129, 257, 65), (31, 517, 203), (64, 136, 1000), (129, 264, 72))
 
 
 def main(argv: list[str]) -> int:
@@ -36,11 +39,17 @@ def main(argv: list[str]) -> int:
             problems = [p for layout in ("nn", "nt", "tn", "tt") for out in outs
                         for p in sweep_problems(dtype, ANY_SHAPES + ALIGNED_SHAPES, layout=layout, out=out)
                         if not refusal(impl, p)]
-            for r in verify_sweep([impl], problems, host_data=True):
-                p = r.problem
-                print(f"{r.impl:10s} {dtype} {p.layout} C {p.out_dtype} {p.shape:14s} a={p.alpha:g} b={p.beta:g} "
-                      f"{r.status} {r.reason}", flush=True)
-                failed += r.status != "PASS"
+            runs = [(problems, None)]
+            if "persistent" in impl.tags:
+                runs.append(([p for layout in ("nn", "tt") for out in outs
+                              for p in sweep_problems(dtype, SPLITK_SHAPES, layout=layout, out=out)
+                              if not refusal(impl, p)], {impl.name: {"SPLITK": 3}}))
+            for sweep, params in runs:
+                for r in verify_sweep([impl], sweep, params, host_data=True):
+                    p = r.problem
+                    print(f"{r.impl:10s} {dtype} {p.layout} C {p.out_dtype} {p.shape:14s} a={p.alpha:g} b={p.beta:g}"
+                          f"{' SPLITK=3' if params else ''} {r.status} {r.reason}", flush=True)
+                    failed += r.status != "PASS"
     return 1 if failed else 0
 
 

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import BadArgumentError, LaunchError, NoGPUError
-from .launches import FastGemm, prepared
+from .launches import FastGemm, prepared, zeroed_workspace
 from .operands import Operand, cupy_view
 from .tma_executors import TmaGemm, in_place_refusal, tma_fast
 
@@ -38,8 +38,6 @@ class KernelGemm(FastGemm):
     owns_workspace = False  # True with a split-K workspace: then bound to one stream
 
     def __init__(self, runner, problem, batched: bool):
-        import cupy as cp
-
         self.name = runner.name
         M, N, K = problem.M, problem.N, problem.K
         geometry = runner.impl.launch(problem, runner.params)
@@ -63,7 +61,7 @@ class KernelGemm(FastGemm):
             floats = impl.workspace_floats(problem, runner.params) if takes_w else 0
             if floats:
                 # Zeroed: stream-K's tile flags start at zero (and the kernel leaves them so).
-                self.workspace = cp.zeros(floats, dtype=cp.float32)
+                self.workspace = zeroed_workspace(floats)
                 self.owns_workspace = True
             if takes_w:
                 self.main.set(8, self.workspace.data.ptr if floats else 0)

@@ -17,6 +17,20 @@ class FastGemm:
         self.run(a.ptr, b.ptr, c.ptr, alpha, beta, stream)
 
 
+def zeroed_workspace(floats: int):
+    """A zeroed fp32 workspace that an executor owns (split-K and stream-K flags must start at zero).
+    Its clearing is finished before this returns, so a first launch on any stream - a torch side
+    stream does not wait for CuPy's - finds it zero; under a CuPy stream capture the clearing is
+    captured on the same stream instead, ahead of the kernel."""
+    import cupy as cp
+
+    buf = cp.zeros(floats, dtype=cp.float32)
+    stream = cp.cuda.get_current_stream()
+    if not stream.is_capturing():
+        stream.synchronize()
+    return buf
+
+
 def prepared(ck, geometry, signature) -> PreparedLaunch:
     """A PreparedLaunch of compiled kernel `ck` with `geometry` (dynamic shared memory allowed)."""
     if geometry.shmem > STATIC_SMEM_LIMIT:

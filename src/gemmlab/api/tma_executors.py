@@ -12,7 +12,7 @@ says why).
 """
 from __future__ import annotations
 
-from .launches import FastGemm, prepared
+from .launches import FastGemm, prepared, zeroed_workspace
 from .operands import ITEMSIZE
 
 
@@ -69,10 +69,10 @@ class TmaGemm(FastGemm):
     layout nt the B map describes the caller's NxK array (B^T), read K-major by the kernel."""
 
     path = "kernel"
-    owns_workspace = False
+    owns_workspace = False  # True with a split-K workspace: then bound to one stream
 
     def __init__(self, runner, problem):
-        from ..kernels.hgemm.specs import tma_boxes
+        from ..kernels.hgemm.specs import persistent_splits, tma_boxes
         from ..ops.hgemm_tma import tma_geometry
 
         spec, params = runner.impl, runner.params
@@ -88,13 +88,20 @@ class TmaGemm(FastGemm):
         geometry = tma_geometry(runner, problem)
         self.store_c = "C" in self.boxes
         maps = ("tmap", "tmap", "tmap") if self.store_c else ("tmap", "tmap")
-        tail = ("ptr", "i32") if self.store_c else ("ptr",)
+        # rungs 5-6 (the persistent ones, C by TMA store): C, ldc, the split-K workspace, slices
+        tail = ("ptr", "i32", "ptr", "i32") if self.store_c else ("ptr",)
         self.launch = prepared(runner.compiled, geometry, maps + ("i32", "i32", "i32", "f32", "f32") + tail)
         first = len(maps)
         for i, v in enumerate((self.M, self.N, self.K)):
             self.launch.set(first + i, v)
         if self.store_c:
             self.launch.set(first + 6, self.N)  # ldc: C is dense
+            floats = spec.workspace_floats(problem, params)
+            if floats:
+                self.workspace = zeroed_workspace(floats)
+                self.owns_workspace = True
+            self.launch.set(first + 7, self.workspace.data.ptr if floats else 0)
+            self.launch.set(first + 8, persistent_splits(problem, params))
         self._alpha, self._beta, self._c = (self.launch.slots[first + i] for i in (3, 4, 5))
         self._ptrs = [None, None, None]
 

@@ -67,6 +67,22 @@ class TmaOperands:
 
     def __init__(self):
         self._ws: dict[str, Any] = {}
+        self._splitk = None  # the split-K workspace, grown on demand
+
+    def splitk_workspace(self, floats: int, stream_handle: int) -> int:
+        """The address of a zeroed split-K workspace of at least `floats` (0 for none). Zeroed
+        once, when allocated, on the launch stream: the kernel leaves its flags zero again, so a
+        workspace serves every later launch, of any shape, on that stream."""
+        if floats == 0:
+            return 0
+        if self._splitk is None or self._splitk.size < floats:
+            import cupy as cp
+
+            from ..cuda.device import cupy_stream
+
+            with cupy_stream(stream_handle):
+                self._splitk = cp.zeros(floats, dtype=cp.float32)
+        return self._splitk.data.ptr
 
     def _padded(self, name: str, src, rows: int, cols: int, copy_in: bool = True):
         """`src` (rows x cols) in a buffer whose rows are 16-byte multiples (copied in unless
@@ -181,7 +197,7 @@ def tma_geometry(runner, problem: GemmProblem):
 def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     """Enqueue a TMA rung: maps for A, B (and C), then the kernel, then C's copy back if padded."""
     from ..cuda.launch import launch_kernel
-    from ..kernels.hgemm.specs import b_kmajor, tma_boxes
+    from ..kernels.hgemm.specs import b_kmajor, persistent_splits, tma_boxes
 
     spec, params = runner.impl, runner.params
     if getattr(runner, "_tma_operands", None) is None:
@@ -195,8 +211,10 @@ def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     maps = (tensor_map(a, boxes["A"]), tensor_map(b, boxes["B"]))
     if "C" in boxes:  # rungs 5-6: C by TMA store, and read directly (beta != 0) with its row stride
         ldc = c.strides[0] // c.itemsize
+        # and the split-K workspace and slice count (rungs 5-6 are the persistent ones)
+        w = runner._tma_operands.splitk_workspace(spec.workspace_floats(problem, params), int(stream.handle))
         launch_kernel(runner.compiled, geometry, stream, *maps, tensor_map(c, boxes["C"]), *scalars, c.data.ptr,
-                      np.int32(ldc))
+                      np.int32(ldc), w, np.int32(persistent_splits(problem, params)))
     else:
         launch_kernel(runner.compiled, geometry, stream, *maps, *scalars, c.data.ptr)
     if copy_back is not None:

@@ -20,6 +20,11 @@
 //   N % 4 for an fp32 C and N % 8 for a 16-bit one), and where
 //   they are not the harness pads them into aligned copies (counted in the time) - see
 //   ops/hgemm_tma.py.
+// Split-K (SPLITK, a launch parameter): a problem with fewer output tiles than SMs (512x512x8192:
+//   16 tiles of 128x128 for 132 SMs; 1024^3: 64) leaves most SMs idle however well each tile
+//   runs. Dealing each tile's K loop out in slices gives every SM work; the slices' fp32 partials
+//   meet in a workspace and the last slice of a tile to finish sums them in slice order (so the
+//   result is deterministic) and writes C. Tiles are still whole for SPLITK = 1.
 // Should move: past rung 4 on large shapes (no per-tile prologue, epilogue hidden under the
 //   next tile's loads, less L2 traffic), toward cuBLAS, which does the same.
 #include "persistent.cuh"
@@ -28,15 +33,17 @@ namespace gemmlab {
 
 // tmA describes A as MxK (A_MNMAJOR = 0) or as its KxM transpose (A_MNMAJOR = 1); tmB describes
 // B as KxN (B_KMAJOR = 0) or as its NxK transpose (B_KMAJOR = 1); tmC and C are fp32 (OUT16 = 0)
-// or of the input type (OUT16 = 1).
+// or of the input type (OUT16 = 1). splits > 1 deals each tile's K tiles out in that many slices
+// (split-K, for problems with fewer tiles than SMs; persistent.cuh), summed in order through the
+// zeroed workspace W (null when splits == 1).
 template <int BF16, int B_KMAJOR, int OUT16, int A_MNMAJOR, int BN, int STAGES, int CM, int GROUP_M>
 __global__ void __launch_bounds__(384, 1)
 hgemm_persistent(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmB,
                  const __grid_constant__ hop::TmaMap tmC, int M, int N, int K, float alpha, float beta,
-                 const void* __restrict__ C, int ldc) {
+                 const void* __restrict__ C, int ldc, float* __restrict__ W, int splits) {
     static_assert(BF16 == 0 || BF16 == 1, "16-bit inputs: 0 fp16, 1 bf16");
     hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, GROUP_M, A_MNMAJOR>(tmA, tmB, tmC, M, N, K, alpha,
-                                                                                    beta, C, ldc);
+                                                                                    beta, C, ldc, W, splits);
 }
 
 }  // namespace gemmlab

@@ -8,7 +8,7 @@
 // Precision: LOWER than SGEMM. Each product carries a relative error up to ~2^-9 (both inputs
 //   truncated to 10 bits), so results differ from FP32 at the 1e-3 level; compare it with cuBLAS
 //   in TF32 mode, never with the FP32 ladder (docs/tensor-cores.md, docs/notes/3xtf32.md).
-// Output: fp32 C (alpha * A@B + beta * C; C not read when beta == 0).
+// Output: fp32 C (alpha * A@B + beta * C; C not read when beta == 0). Split-K (SPLITK) as rung 5.
 // Needs: sm_90a; any M, N, K (K % 4 and N % 4 keep rows 16-byte multiples, else padded copies).
 // Should move: fp32 GEMM from ~51 TFLOP/s (cuBLAS FP32) toward the TF32 tensor-core rate.
 #include "persistent.cuh"
@@ -19,8 +19,8 @@ template <int BN, int STAGES, int CM, int GROUP_M>
 __global__ void __launch_bounds__(384, 1)
 hgemm_tf32_wgmma(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmBt,
                  const __grid_constant__ hop::TmaMap tmC, int M, int N, int K, float alpha, float beta,
-                 const float* __restrict__ C, int ldc) {
-    hop::persistent_gemm<2, 1, 0, BN, STAGES, CM, GROUP_M>(tmA, tmBt, tmC, M, N, K, alpha, beta, C, ldc);
+                 const float* __restrict__ C, int ldc, float* __restrict__ W, int splits) {
+    hop::persistent_gemm<2, 1, 0, BN, STAGES, CM, GROUP_M>(tmA, tmBt, tmC, M, N, K, alpha, beta, C, ldc, W, splits);
 }
 
 }  // namespace gemmlab

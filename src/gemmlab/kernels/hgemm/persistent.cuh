@@ -19,6 +19,100 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
     tn = r / rows;
 }
 
+// -- split-K (SPLITS > 1): the K tiles of every output tile dealt out in `splits` slices -------------
+// Work unit u (slice-major: u = slice * tiles + tile, so the units running at one time share K
+// slices of neighbouring tiles, as the grouped order intends) multiplies K tiles [k0, k1) of its
+// tile. Each consumer warpgroup writes its 64 x BN partial to a workspace slot of its own, in
+// accumulator order (thread t's float4 j at j * 128 + t: 512 contiguous bytes per warp), and
+// counts itself in on its half-tile's flag; the last to arrive sums every slot in slice order -
+// so the result does not depend on who arrived last: deterministic, as cuBLAS is - and runs the
+// epilogue. Nobody waits on another unit, so no schedule can deadlock. The last arriver puts the
+// flag back to zero: the workspace is cleared once, when it is allocated.
+// Workspace W (floats): splitk_flag_floats(tiles * CM) ints, then per CTA tile, slice and
+// half a 64 x BN slot.
+__host__ __device__ __forceinline__ int splitk_flag_floats(int cta_tiles) { return (2 * cta_tiles + 31) / 32 * 32; }
+
+// The walk over work units: (tile, slice) after a step of `clusters` tiles, carried into the next
+// slice(s) past the last tile; false once past the last slice. (u = slice * tiles + tile, kept
+// as the pair: no division per unit, one register fewer live across the K loop.)
+__device__ __forceinline__ bool next_unit(int& tile, int& slice, int tiles, int splits) {
+    while (tile >= tiles) {
+        tile -= tiles;
+        ++slice;
+    }
+    return slice < splits;
+}
+
+// Slice `slice` of `splits` over `ktiles` K tiles: [k0, k1), never empty while splits <= ktiles
+// (the host clamps splits so).
+__device__ __forceinline__ void slice_range(int slice, int splits, int ktiles, int& k0, int& k1) {
+    k0 = slice * ktiles / splits;  // 32-bit: splits <= 16 and ktiles = K / 64 (K / 32 for tf32) keep it in range
+    k1 = (slice + 1) * ktiles / splits;
+}
+
+// Count this consumer warpgroup in on its half-tile flag, after each of its threads has written
+// its share of the partial; true in every thread of the warpgroup that arrived last.
+__device__ __forceinline__ bool arrive_last_half(int* flag, int splits, int half, int t, volatile int* last_of) {
+    __threadfence();  // this thread's partial is visible GPU-wide before the warpgroup counts itself in
+    named_barrier(1 + half, 128);
+    if (t == 0) {
+        const int before = atomicAdd(flag, 1);
+        const int last = before == splits - 1;
+        if (last) *flag = 0;
+        last_of[half] = last;
+    }
+    named_barrier(1 + half, 128);
+    const bool last = last_of[half] != 0;
+    if (last) __threadfence();  // and the other units' partials are read after their counts
+    return last;
+}
+
+// This thread's accumulators -> its share of a 64 x BN slot (accumulator order, coalesced).
+template <int R>
+__device__ __forceinline__ void store_partial(const float (&acc)[R], float* __restrict__ slot, int t) {
+    float4* dst = reinterpret_cast<float4*>(slot);
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j) dst[j * 128 + t] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+}
+
+// acc = the sum of the half-tile's `splits` slots, slot 0 first (`stride` floats apart), read
+// through L2 (.cg: another SM wrote them; this SM's L1 may hold an older launch's lines). Slot 0
+// loads straight into the accumulators; each later slot comes in groups of G float4s kept in
+// flight together (G * 4 registers beside the accumulators: the kernel is built for 168).
+template <int R>
+__device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __restrict__ slot0, long long stride,
+                                             int splits, int t) {
+    constexpr int G = 2;
+    static_assert((R / 4) % G == 0, "whole groups of float4s");
+    const float4* p = reinterpret_cast<const float4*>(slot0) + t;
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j) {
+        const float4 v = __ldcg(p + j * 128);
+        acc[4 * j] = v.x;
+        acc[4 * j + 1] = v.y;
+        acc[4 * j + 2] = v.z;
+        acc[4 * j + 3] = v.w;
+    }
+#pragma unroll 1
+    for (int s = 1; s < splits; ++s) {
+        p += stride / 4;
+#pragma unroll
+        for (int g = 0; g < R / 4; g += G) {
+            float4 w[G];
+#pragma unroll
+            for (int q = 0; q < G; ++q) w[q] = __ldcg(p + (g + q) * 128);
+#pragma unroll
+            for (int q = 0; q < G; ++q) {
+                const int i = 4 * (g + q);
+                acc[i] += w[q].x;
+                acc[i + 1] += w[q].y;
+                acc[i + 2] += w[q].z;
+                acc[i + 3] += w[q].w;
+            }
+        }
+    }
+}
+
 // KIND: 0 fp16, 1 bf16, 2 tf32. B_KMAJOR: how tmB describes B and how wgmma reads it -
 //   0: B row-major KxN. Its TMA boxes are 64 K rows x 64 N columns (128-byte rows along N), so
 //      B sits N-major in shared memory and wgmma reads it with the transpose bit set (16-bit only).
@@ -36,10 +130,12 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
 //      so A sits M-major in shared memory, as a KxN B sits N-major, and wgmma reads it with its
 //      A transpose bit (16-bit only). Each half is BK * 128 bytes, the same 8 KB as the K-major
 //      half, so the stage layout and the consumers' offsets do not change.
+// splits (runtime, 1..ktiles; the host clamps it): K slices per output tile, split-K above; W the
+//   zeroed workspace they need (null when splits == 1).
 template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int GROUP_M, int A_MNMAJOR = 0>
 __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap& tmB, const TmaMap& tmC, int M, int N,
                                                 int K, float alpha, float beta, const void* __restrict__ Cin,
-                                                int ldc) {
+                                                int ldc, float* __restrict__ W, int splits) {
     constexpr bool TF32 = KIND == 2;
     constexpr bool KMAJOR = B_KMAJOR != 0;
     constexpr bool A_MN = A_MNMAJOR != 0;
@@ -66,6 +162,8 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
 
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    // split-K: whether each consumer warpgroup arrived last on its half-tile (16 bytes: the specs count them)
+    __shared__ __align__(16) int last_of[4];
     unsigned char* smem = smem_raw + ((1024 - (hg::smem_u32(smem_raw) & 1023)) & 1023);
     unsigned char* cbuf = smem + STAGES * STAGE_BYTES;  // 2 consumers x 2 buffers of C_BUF
 
@@ -89,11 +187,13 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         setmaxnreg_dec<40>();
         if (t == 0) {
             int it = 0;
-            for (int tile = cluster; tile < tiles; tile += clusters) {
-                int tm, tn;
+            // work unit u = slice * tiles + tile, walked as (tile, slice) with no division
+            for (int tile = cluster, slice = 0; next_unit(tile, slice, tiles, splits); tile += clusters) {
+                int tm, tn, k0, k1;
                 tile_coords(tile, tiles_m, tiles_n, GROUP_M, tm, tn);
+                slice_range(slice, splits, ktiles, k0, k1);
                 const int m0 = (tm * CM + rank) * BM, n0 = tn * BN;
-                for (int k = 0; k < ktiles; ++k, ++it) {
+                for (int k = k0; k < k1; ++k, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) mbar_wait(&empty[s], (it / STAGES - 1) & 1);
                     unsigned char* as = smem + s * STAGE_BYTES;
@@ -142,11 +242,13 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         };
         float acc[BN / 2];
         int it = 0;
-        for (int tile = cluster; tile < tiles; tile += clusters) {
-            int tm, tn;
+        for (int tile = cluster, slice = 0; next_unit(tile, slice, tiles, splits); tile += clusters) {
+            int tm, tn, k0, k1;
             tile_coords(tile, tiles_m, tiles_n, GROUP_M, tm, tn);
+            slice_range(slice, splits, ktiles, k0, k1);
             const int m0 = (tm * CM + rank) * BM + 64 * half, n0 = tn * BN;
-            for (int k = 0; k < ktiles; ++k, ++it) {
+            const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
+            for (int k = 0; k < nk; ++k, ++it) {
                 const int s = it % STAGES;
                 mbar_wait(&full[s], (it / STAGES) & 1);
                 const unsigned char* as = smem + s * STAGE_BYTES + half * A_HALF;
@@ -173,6 +275,16 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             wgmma_wait<0>();
             fence_operands(acc);
             release((it - 1) % STAGES);
+
+            if (splits > 1) {  // split-K: park this slice's partial; the last slice to finish sums them
+                const long long cta_tile = (long long)tile * CM + rank;
+                const long long slot_floats = 64 * BN, slice_stride = 2 * slot_floats;
+                float* slots = W + splitk_flag_floats(tiles * CM) + (cta_tile * splits * 2 + half) * slot_floats;
+                store_partial(acc, slots + slice * slice_stride, t);
+                if (!arrive_last_half(reinterpret_cast<int*>(W) + 2 * cta_tile + half, splits, half, t, last_of))
+                    continue;
+                sum_partials(acc, slots, slice_stride, splits, t);
+            }
 
             // Epilogue: C_COLS-column chunks through two swizzled staging buffers, each stored by
             // TMA (which clips rows >= M and columns >= N) while the next one is filled.

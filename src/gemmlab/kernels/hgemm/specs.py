@@ -1,4 +1,6 @@
 """Specs of the tensor-core GEMM ladder (issue 7): fp16 or bf16 A and B, fp32 accumulation, fp32 C.
+(Over 300 lines on purpose: every hgemm rung's spec, geometry and workspace in one place, the
+convention for an op's specs.)
 
 Rungs 1-2 have the SGEMM signature with 16-bit inputs,
     (int M, int N, int K, float alpha, const bits16* A, const bits16* B, float beta, float* C),
@@ -126,7 +128,7 @@ register(WMMA, MMA_SYNC)
 # Specs of the Hopper tensor-core rungs 3-6 (sm_90a: wgmma, TMA, setmaxnreg, clusters).
 #
 # Their kernels take TMA tensor maps, not A and B pointers: (tmA, tmB, M, N, K, alpha, beta, C)
-# for rungs 3-4 and (tmA, tmB, tmC, M, N, K, alpha, beta, C, ldc) for rungs 5-6, built by
+# for rungs 3-4 and (tmA, tmB, tmC, M, N, K, alpha, beta, C, ldc, W, splits) for rungs 5-6, built by
 # gemmlab.ops.hgemm_tma, which reads the box shapes from `tma_boxes` below. Block tiles are 128 x BN,
 # K tiles one 128-byte swizzled row (64 16-bit or 32 tf32 elements), as the kernels' static_asserts
 # say; the constraints mirror them.
@@ -170,11 +172,54 @@ def cluster_slots(cm: int) -> int:
     return max(1, sms // cm)
 
 
+def cluster_tiles(p: GemmProblem, v) -> int:
+    """Output tiles of a persistent rung in clusters: CM x BM rows by BN columns."""
+    return cdiv(p.M, BM * v["CM"]) * cdiv(p.N, v["BN"])
+
+
+def k_tiles(p: GemmProblem) -> int:
+    """K tiles of a TMA rung: one 128-byte row, 64 16-bit or 32 tf32 elements."""
+    return cdiv(p.K, 32 if p.dtype == "tf32" else 64)
+
+
+SPLITK_WORKSPACE_CAP = 64 * 1024 * 1024  # floats (256 MiB): split-K beyond this is for problems with tiles to spare
+
+
+def persistent_splits(p: GemmProblem, v) -> int:
+    """K slices per output tile of a persistent rung (persistent.cuh's split-K): SPLITK > 0 as
+    given, 0 = automatic (when the cluster tiles fill less than half the cluster slots, as many
+    slices as fill one wave with at least 4 K tiles each, at most 8). Never more slices than K
+    tiles (no slice is empty), nor more partial slots than SPLITK_WORKSPACE_CAP floats."""
+    tiles, ktiles = cluster_tiles(p, v), k_tiles(p)
+    if v["SPLITK"] > 0:
+        splits = v["SPLITK"]
+    else:
+        slots = cluster_slots(v["CM"])
+        splits = 1 if tiles * 2 > slots else max(1, min(slots // tiles, ktiles // 4, 8))
+    slot_floats = tiles * v["CM"] * BM * v["BN"]
+    return max(1, min(splits, ktiles, SPLITK_WORKSPACE_CAP // slot_floats))
+
+
+def persistent_workspace(p: GemmProblem, v) -> int:
+    """Floats of zeroed workspace for split-K (0 when the tiles are whole): two flag ints per CTA
+    tile, rounded to 32, then a BM x BN fp32 partial per CTA tile and slice (persistent.cuh)."""
+    splits = persistent_splits(p, v)
+    if splits == 1:
+        return 0
+    cta_tiles = cluster_tiles(p, v) * v["CM"]
+    return cdiv(2 * cta_tiles, 32) * 32 + cta_tiles * splits * BM * v["BN"]
+
+
+def persistent_static_smem(v) -> int:
+    """Static shared memory of rungs 5-6: full + empty mbarriers, and the split-K arrival words."""
+    return 16 * v["STAGES"] + 16
+
+
 def persistent_launch(p: GemmProblem, v) -> Launch:
-    """One CTA per SM (in clusters of CM along M), never more clusters than cluster tiles."""
+    """One CTA per SM (in clusters of CM along M), never more clusters than work units (cluster
+    tiles times K slices)."""
     cm = v["CM"]
-    tiles = cdiv(p.M, BM * cm) * cdiv(p.N, v["BN"])
-    clusters = min(tiles, cluster_slots(cm))
+    clusters = min(cluster_tiles(p, v) * persistent_splits(p, v), cluster_slots(cm))
     return Launch(grid=(clusters * cm, 1, 1), block=(384, 1, 1), shmem=persistent_smem(v), cluster=(cm, 1, 1))
 
 
@@ -284,6 +329,9 @@ def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
         # for tf32 (91.2% against 87.1%)
         Param("CM", cm, (1, 2), "CTAs per cluster along M (2: B multicast to both)"),
         Param("GROUP_M", 8, (1, 4, 8, 16), "cluster-tile rows per group of the tile order"),
+        # split-K for problems with fewer tiles than SMs; a launch argument, not a template one.
+        # Default 1 (whole tiles) until the automatic choice (0) is measured against it.
+        Param("SPLITK", 1, (1, 2, 3, 4, 6, 8), "K slices per tile (split-K); 0 = automatic", template=False),
     )
 
 
@@ -292,6 +340,7 @@ def _persistent_constraints() -> tuple[Constraint, ...]:
         Constraint("BN must be 128 or 256", lambda v: v["BN"] in (128, 256)),
         Constraint("CM must be 1 or 2", lambda v: v["CM"] in (1, 2)),
         Constraint("GROUP_M must be >= 1", lambda v: v["GROUP_M"] >= 1),
+        Constraint("SPLITK must be 0 (automatic) to 16", lambda v: 0 <= v["SPLITK"] <= 16),
     ) + _stage_constraints(persistent_smem)
 
 
@@ -307,9 +356,9 @@ PERSISTENT = KernelSpec(
                  Constraint("OUT16 must be 0 (fp32 C) or 1 (C in the input type)", lambda v: v["OUT16"] in (0, 1)),
                  Constraint("A_MNMAJOR must be 0 (A is MxK) or 1 (A given as KxM)", lambda v: v["A_MNMAJOR"] in (0, 1)))
     + _persistent_constraints(),
-    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers
+    threads=lambda v: 384, smem_bytes=persistent_static_smem,
     block_tile=lambda v: (BM, v["BN"]),
-    geometry=persistent_launch, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn", "out16"),
+    geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn", "out16"),
 )
 
 TF32_WGMMA = KernelSpec(
@@ -319,9 +368,9 @@ TF32_WGMMA = KernelSpec(
     source="hgemm/06_tf32_wgmma.cu", entry="gemmlab::hgemm_tf32_wgmma",
     params=_persistent_params((), cm=1),
     constraints=_persistent_constraints(),
-    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers
+    threads=lambda v: 384, smem_bytes=persistent_static_smem,
     block_tile=lambda v: (BM, v["BN"]),
-    geometry=persistent_launch, arch="sm_90a", dtypes=("tf32",),
+    geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=("tf32",),
     tags=("tma", "tma_store", "pads", "persistent", "b_transposed", "layout_nt"),
 )
 

@@ -1,0 +1,118 @@
+"""Split-K in the persistent tensor-core rungs (5 and 6) as data, no GPU: how many K slices a
+shape gets (as given, clamped to its K tiles and to the workspace cap; automatic only when the
+tiles leave SMs idle), the launch (never more clusters than work units), the workspace (flags,
+then one BM x BN partial per CTA tile and slice), and the kernel's walk over work units,
+modelled here step for step as persistent.cuh writes it: every K tile of every output tile is
+multiplied exactly once, each half-tile flag counts exactly `splits` arrivals, and every slot
+lies inside the workspace the host allocates."""
+import pytest
+
+from gemmlab import registry
+from gemmlab.kernels.hgemm import specs
+from gemmlab.problem import GemmProblem
+
+PERSISTENT = registry.get("persistent", "hgemm")
+TF32 = registry.get("tf32_wgmma", "hgemm")
+
+
+@pytest.fixture(autouse=True)
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(specs, "cluster_slots", lambda cm: 132 // cm)
+
+
+def _p(M, N, K, dtype="bf16"):
+    return GemmProblem(M, N, K, 1.0, 0.0, dtype)
+
+
+def test_splitk_is_a_launch_parameter_with_default_one():
+    param = next(p for p in PERSISTENT.params if p.name == "SPLITK")
+    assert not param.template and param.default == 1 and 1 in param.space
+    assert "SPLITK" in TF32.defaults
+    v = PERSISTENT.resolve({})
+    assert specs.persistent_splits(_p(512, 512, 8192), v) == 1
+    assert PERSISTENT.workspace_floats(_p(512, 512, 8192), v) == 0, "whole tiles need no workspace"
+
+
+def test_given_splits_are_clamped_to_the_k_tiles():
+    v = PERSISTENT.resolve({"SPLITK": 8})
+    assert specs.persistent_splits(_p(512, 512, 8192), v) == 8
+    assert specs.persistent_splits(_p(512, 512, 200), v) == 4, "K = 200 is 4 K tiles of 64"
+    assert specs.persistent_splits(_p(512, 512, 64), v) == 1
+    assert specs.persistent_splits(_p(512, 512, 200, "tf32"), TF32.resolve({"SPLITK": 8})) == 7, "tf32 K tiles are 32"
+
+
+def test_splits_are_capped_by_the_workspace():
+    v = PERSISTENT.resolve({"SPLITK": 16, "BN": 256, "CM": 1})
+    p = _p(4096, 4096, 65536)  # one partial plane: 4096^2 floats, a quarter of the cap
+    assert specs.persistent_splits(p, v) == 4
+    assert specs.persistent_splits(_p(16384, 16384, 65536), v) == 1, "one plane alone passes the cap: whole tiles"
+    assert PERSISTENT.workspace_floats(p, v) <= specs.SPLITK_WORKSPACE_CAP + 32 * 1024
+
+
+def test_automatic_splits_fill_idle_sms_only():
+    auto = PERSISTENT.resolve({"SPLITK": 0, "BN": 128, "CM": 1})
+    assert specs.persistent_splits(_p(512, 512, 8192), auto) == 8, "16 tiles for 132 SMs: 8 slices (the cap)"
+    assert specs.persistent_splits(_p(1024, 1024, 1024), auto) == 2, "64 tiles: two slices fill 128 SMs"
+    assert specs.persistent_splits(_p(1024, 1024, 192), auto) == 1, "3 K tiles: slices of 4 K tiles at least"
+    assert specs.persistent_splits(_p(4096, 4096, 4096), auto) == 1, "1024 tiles keep every SM busy"
+
+
+def test_launch_never_exceeds_the_work_units():
+    v = PERSISTENT.resolve({"SPLITK": 4, "BN": 128, "CM": 2})
+    launch = PERSISTENT.launch(_p(512, 512, 8192), v)  # 2 x 4 cluster tiles x 4 slices
+    assert launch.grid == (64, 1, 1) and launch.cluster == (2, 1, 1)
+    assert PERSISTENT.launch(_p(4096, 4096, 8192), v).grid == (132, 1, 1)
+
+
+def _walk(p, v):
+    """persistent.cuh's unit walk for every cluster and rank: the K tiles each (CTA tile) gets,
+    the arrivals on each half-tile flag and the workspace floats each slot touches."""
+    BM, BN, CM = specs.BM, v["BN"], v["CM"]
+    tiles_m, tiles_n = -(-p.M // (BM * CM)), -(-p.N // BN)
+    tiles, ktiles = tiles_m * tiles_n, specs.k_tiles(p)
+    splits = specs.persistent_splits(p, v)
+    clusters = PERSISTENT.launch(p, v).grid[0] // CM
+    flags_end = -(-2 * tiles * CM // 32) * 32
+    covered, arrivals, slots = {}, {}, set()
+    for cluster in range(clusters):
+        tile, slice_ = cluster, 0
+        while True:
+            while tile >= tiles:  # next_unit
+                tile -= tiles
+                slice_ += 1
+            if slice_ >= splits:
+                break
+            k0, k1 = slice_ * ktiles // splits, (slice_ + 1) * ktiles // splits
+            assert k1 > k0, "no slice is empty"
+            for rank in range(CM):
+                cta_tile = tile * CM + rank
+                covered.setdefault(cta_tile, []).extend(range(k0, k1))
+                for half in (0, 1):
+                    arrivals[2 * cta_tile + half] = arrivals.get(2 * cta_tile + half, 0) + 1
+                    if splits > 1:
+                        first = flags_end + ((cta_tile * splits + slice_) * 2 + half) * 64 * BN
+                        slots.add((first, first + 64 * BN))
+            tile += clusters
+    return tiles * CM, ktiles, splits, covered, arrivals, slots
+
+
+@pytest.mark.parametrize("shape, params", [
+    ((512, 512, 8192), {"SPLITK": 8, "BN": 128, "CM": 1}),
+    ((512, 512, 8192), {"SPLITK": 3, "BN": 256, "CM": 2}),
+    ((1000, 3000, 2000), {"SPLITK": 2, "BN": 256, "CM": 2}),
+    ((127, 259, 1000), {"SPLITK": 6, "BN": 128, "CM": 2}),
+    ((4097, 4097, 4097), {"SPLITK": 2, "BN": 256, "CM": 2}),  # more units than clusters: several rounds
+    ((64, 64, 100), {"SPLITK": 8, "BN": 128, "CM": 1}),       # 2 K tiles: 2 slices
+])
+def test_the_unit_walk_covers_every_k_tile_once_and_stays_in_the_workspace(shape, params):
+    p = _p(*shape)
+    v = PERSISTENT.resolve(params)
+    cta_tiles, ktiles, splits, covered, arrivals, slots = _walk(p, v)
+    assert len(covered) == cta_tiles
+    assert all(sorted(ks) == list(range(ktiles)) for ks in covered.values()), "each K tile exactly once"
+    assert set(arrivals.values()) == {splits}, "each half-tile flag counts `splits` arrivals"
+    if splits > 1:
+        assert len(slots) == cta_tiles * 2 * splits, "one slot per CTA tile, half and slice"
+        assert max(end for _, end in slots) <= PERSISTENT.workspace_floats(p, v)
+        ordered = sorted(slots)
+        assert all(a[1] <= b[0] for a, b in zip(ordered, ordered[1:])), "slots do not overlap"
