@@ -87,7 +87,8 @@ class KernelSpec:
     # Floats of zeroed scratch a launch needs behind that trailing pointer (problem, params), when
     # it is not the split-K planes (gridDim.z * M * N; the hook returns None for those):
     # stream-K's partial tiles and tile flags. The kernel leaves the flags zero again, so one
-    # clearing at allocation serves every launch.
+    # clearing at allocation serves every later launch of the same shape; another shape's flags
+    # may lie where partials were written, and the runners clear them first.
     workspace: Callable[[GemmProblem, Mapping[str, int]], int | None] | None = None
     # Shapes the kernel cannot take (alignment, divisibility): "" when it can, else the reason,
     # which the harness raises as one BadArgumentError line before launching.

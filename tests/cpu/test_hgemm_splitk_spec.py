@@ -52,8 +52,8 @@ def test_splits_are_capped_by_the_workspace():
 def test_automatic_splits_fill_idle_sms_only():
     auto = PERSISTENT.resolve({"SPLITK": 0, "BN": 128, "CM": 1})
     assert specs.persistent_splits(_p(512, 512, 8192), auto) == 8, "16 tiles for 132 SMs: 8 slices (the cap)"
-    assert specs.persistent_splits(_p(1024, 1024, 1024), auto) == 2, "64 tiles: two slices fill 128 SMs"
-    assert specs.persistent_splits(_p(1024, 1024, 192), auto) == 1, "3 K tiles: slices of 4 K tiles at least"
+    assert specs.persistent_splits(_p(1024, 1024, 1024), auto) == 1, "16 K tiles: slices of 16 K tiles at least"
+    assert specs.persistent_splits(_p(1024, 1024, 4096), auto) == 2, "64 tiles: two slices fill 128 SMs"
     assert specs.persistent_splits(_p(4096, 4096, 4096), auto) == 1, "1024 tiles keep every SM busy"
 
 
@@ -116,3 +116,50 @@ def test_the_unit_walk_covers_every_k_tile_once_and_stays_in_the_workspace(shape
         assert max(end for _, end in slots) <= PERSISTENT.workspace_floats(p, v)
         ordered = sorted(slots)
         assert all(a[1] <= b[0] for a, b in zip(ordered, ordered[1:])), "slots do not overlap"
+
+
+class _FakeArray:
+    def __init__(self, log, n):
+        self.log, self.size = log, n
+        self.data = type("D", (), {"ptr": 4096 * (len(log) + 1)})()
+
+    def __getitem__(self, s):
+        log = self.log
+
+        class View:
+            def fill(self, value):
+                log.append(("fill", s.stop, value))
+        return View()
+
+
+def test_the_bench_workspace_clears_flags_only_where_another_shape_put_partials(monkeypatch):
+    """Flags of one shape lie, in a reused buffer, where a shape with fewer flags wrote partial
+    tiles: those floats are cleared first; a shape with as many flags or fewer needs nothing."""
+    import contextlib
+    import sys
+    import types
+
+    from gemmlab.cuda import device
+    from gemmlab.ops.hgemm_tma import TmaOperands
+
+    log = []
+    fake = types.SimpleNamespace(float32="float32",
+                                 zeros=lambda n, dtype: log.append(("zeros", n)) or _FakeArray(log, n))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(device, "cupy_stream", lambda handle: contextlib.nullcontext())
+    v = PERSISTENT.resolve({"SPLITK": 8, "BN": 128, "CM": 1})
+    few, many = _p(2048, 128, 8192), _p(2176, 128, 128)  # 16 tiles: flags 0-31; 17 tiles of 2 K tiles: 0-63
+    sizes = {p: (PERSISTENT.workspace_floats(p, v), specs.persistent_flag_floats(p, v)) for p in (few, many)}
+    assert sizes[few][1] == 32 and sizes[many][1] == 64 and sizes[many][0] < sizes[few][0]
+    ops = TmaOperands()
+    ops.splitk_workspace(*sizes[few], 7)
+    ops.splitk_workspace(*sizes[few], 7)
+    assert log == [("zeros", sizes[few][0])], "allocated zeroed; its own shape again needs nothing"
+    ops.splitk_workspace(*sizes[many], 7)
+    assert log[1:] == [("fill", 64, 0)], "floats 32-63 held the last shape's partials"
+    ops.splitk_workspace(*sizes[many], 7)
+    ops.splitk_workspace(*sizes[few], 7)
+    assert len(log) == 2, "as many flags or fewer: already zero"
+    ops.splitk_workspace(*sizes[many], 7)
+    assert log[2:] == [("fill", 64, 0)]
+    assert ops.splitk_workspace(0, 0, 7) == 0

@@ -1,5 +1,6 @@
 """The static register-file check (profile/regfile.py): FFMA share, operand reuse and bank
-conflicts under the Volta/Turing model, on hand-made loops and on a real disassembly."""
+conflicts under the Volta/Turing model, on hand-made loops and on a real disassembly, both read
+by sass.parse_sass (the one parse of the SASS text)."""
 import gzip
 from pathlib import Path
 
@@ -11,15 +12,17 @@ VEC = "_ZN7gemmlab15sgemm_vectorizeILi128ELi128ELi8ELi8ELi8EEEviiifPKfS2_fPf"
 
 
 def _lines(*texts):
-    return [(16 * i, t) for i, t in enumerate(texts)]
+    """The instructions of a hand-made listing, one text a line, 16 bytes apart."""
+    listing = "\n".join(["Function : f"] + [f"/*{16 * i:04x}*/ {t} ;" for i, t in enumerate(texts)])
+    return sass.parse_sass(listing)[0].instructions
 
 
 def test_operands_are_parsed_with_slots_and_flags():
-    op, srcs = sources("@!P0 FFMA R1, R2.reuse, -R5, RZ ;")
-    assert op == "FFMA"
-    assert [(s.slot, s.reg, s.reuse) for s in srcs] == [(0, 2, True), (1, 5, False), (2, None, False)]
-    _, srcs = sources("FFMA R1, R2, 0.5, c[0x0][0x160]")
-    assert [s.reg for s in srcs] == [2, None, None]
+    ins, plain = _lines("@!P0 FFMA R1, R2.reuse, -R5, RZ", "FFMA R1, R2, 0.5, c[0x0][0x160]")
+    assert ins.opcode == "FFMA" and ins.operands == ["R1", "R2.reuse", "-R5", "RZ"]
+    assert [(s.slot, s.reg, s.reuse) for s in sources(ins.operands)] == [(0, 2, True), (1, 5, False), (2, None, False)]
+    assert [s.reg for s in sources(plain.operands)] == [2, None, None]
+    assert _lines("NOP", "EXIT")[1].operands == [], "no operands"
 
 
 def test_three_reads_in_one_bank_conflict_and_reuse_removes_one():
@@ -53,5 +56,6 @@ def test_real_loop_of_rung6():
     assert r.ffma == 512 == mix.loop["FFMA"] and r.instructions == mix.loop["total"]
     assert r.reuse_flags == sum(t.count(".reuse") for t in body) > 0
     assert r.ffma_reads == 3 * 512 and 0 < r.ffma_from_reuse <= r.reuse_flags
+    assert (r.reuse_flags, r.ffma_from_reuse, r.ffma_conflicts) == (432, 387, 0), "as counted before the one parse"
     assert 0.8 < r.ffma_share < 0.9
     assert mix.as_fields()["registers"]["ffma_bank_conflicts"] == r.ffma_conflicts

@@ -151,7 +151,7 @@ def test_plain_calls_read_torch_transposed_views_in_place(dtype, trans_a, trans_
     torch.cuda.synchronize()
     assert _error(out, a, b, None, 1.0, 0.0) < 1e-5
     assert _error(c, a, b, c0, 2.0, 0.5) < 1e-5
-    in_place = [ex for key, ex in core._thread.executors.items() if key[-1] == (trans_a, trans_b)]
+    in_place = [ex for key, ex in core._thread.executors.items() if key[5:6] == ((trans_a, trans_b),) and key[2] == (M, N, K) and key[3] is None]
     assert in_place and all(ex.fast and ex.library_call == "cublasLtMatmul" for ex in in_place)
 
 

@@ -143,7 +143,7 @@ def test_api_reads_a_transposed_weight_in_place(dtype):
         assert _rel(got, 2.0 * ref - 0.5 * c0.double()) < tol, (M, N, K)
         torch.cuda.synchronize()
         mine = [ex for key, ex in core._thread.executors.items()
-                if key[-1] == (False, True) and key[2] == (M, N, K) and key[3] == impl]
+                if key[5:6] == ((False, True),) and key[2] == (M, N, K) and key[3] == impl]  # (op, dtype, dims, impl, params, layout, C type[, stream])
         assert mine, "the hot path looked up a layout-nt executor"
         if in_place:
             assert all(isinstance(ex, TmaGemm) and ex.b_nk and ex.fast for ex in mine), (M, N, K)

@@ -26,9 +26,11 @@ def tma_fast(spec, problem) -> bool:
 def _unfit(spec, problem) -> str:
     """Why the caller's arrays cannot be handed to the kernel as they are ("" when they can)."""
     from ..kernels.hgemm.specs import kmajor_b_rule, mnmajor_a_rule
+    from ..kernels.hgemm.tma_rows import row_rule
 
     item = ITEMSIZE.get(problem.dtype, 4)  # tf32: fp32 storage
-    N, K = problem.N, problem.K
+    b_rows = row_rule(problem, "N", item)  # B as KxN, rows of N
+    a_rows = "" if problem.a_transposed else row_rule(problem, "K", item)  # A as MxK, rows of K
     if problem.a_transposed:
         reason = mnmajor_a_rule(problem)
         if reason:
@@ -39,14 +41,13 @@ def _unfit(spec, problem) -> str:
             return f"{spec.name} {reason}"
     elif "b_transposed" in spec.tags:
         return f"{spec.name} reads B K-major: a KxN B is transposed into a copy first"
-    elif (N * item) % 16:
-        return f"{spec.name}: rows of B (N = {N}) are not a multiple of 16 bytes (TMA); they are padded"
-    if not problem.a_transposed and (K * item) % 16:
-        return f"{spec.name}: rows of A (K = {K}) are not a multiple of 16 bytes (TMA); they are padded"
+    elif b_rows:
+        return f"{spec.name}: rows of B need {b_rows}; they are padded"
+    if a_rows:
+        return f"{spec.name}: rows of A need {a_rows}; they are padded"
     out = problem.out_dtype
-    if (N * ITEMSIZE[out]) % 16:
-        return f"{spec.name}: rows of the {out} C (N = {N}) are not a multiple of 16 bytes (TMA); C is padded"
-    return ""
+    reason = row_rule(problem, "N", ITEMSIZE[out])
+    return f"{spec.name}: rows of the {out} C need {reason}; C is padded" if reason else ""
 
 
 def in_place_refusal(spec, problem, layout: tuple[bool, bool]) -> str:

@@ -29,6 +29,8 @@ same bounds would not hold.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from ..registry import Baseline, register
 from .torch_interop import torch_reason, torch_stream, torch_views
 
@@ -42,58 +44,42 @@ def _reason() -> str:
     return ""
 
 
-class _tf32_matmul:
-    """PyTorch's fp32 matmuls in TF32 for the `with` block only (the newer fp32_precision
-    switch where it exists, else allow_tf32), restored afterwards."""
+@contextmanager
+def _matmul_switches(**settings):
+    """PyTorch's cuBLAS matmul switches (torch.backends.cuda.matmul) at `settings` for the `with`
+    block only: each one this torch has and that is not so already is set, and put back
+    afterwards. A switch already so is not written: a setter may reset more than its getter
+    shows (since torch 2.10 a bool for a 16-bit reduction switch also turns its split-K part on)."""
+    import torch
 
-    def __init__(self, on: bool):
-        self.on = on
-
-    def __enter__(self):
-        import torch
-
-        self.matmul = torch.backends.cuda.matmul
-        if not self.on:
-            return self
-        self.new_api = hasattr(self.matmul, "fp32_precision")
-        if self.new_api:
-            self.saved = self.matmul.fp32_precision
-            self.matmul.fp32_precision = "tf32"
-        else:
-            self.saved = self.matmul.allow_tf32
-            self.matmul.allow_tf32 = True
-        return self
-
-    def __exit__(self, *exc):
-        if self.on:
-            if self.new_api:
-                self.matmul.fp32_precision = self.saved
-            else:
-                self.matmul.allow_tf32 = self.saved
-        return False
+    matmul = torch.backends.cuda.matmul
+    saved = {}
+    for name, value in settings.items():
+        now = getattr(matmul, name, None)
+        if now is not None and now != value:
+            saved[name] = now
+            setattr(matmul, name, value)
+    try:
+        yield
+    finally:
+        for name, now in saved.items():
+            setattr(matmul, name, now)
 
 
-class _full_reduction:
-    """PyTorch's fp16/bf16 matmuls with fp32 reductions only (no 16-bit split-K sums) for the
-    `with` block, both switches restored afterwards."""
+def _tf32(on: bool) -> dict:
+    """The switch that runs PyTorch's fp32 matmuls in TF32 (none when `on` is off): the newer
+    fp32_precision where it exists, else allow_tf32."""
+    if not on:
+        return {}
+    import torch
 
-    NAMES = ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        return {"fp32_precision": "tf32"}
+    return {"allow_tf32": True}
 
-    def __enter__(self):
-        import torch
 
-        self.matmul = torch.backends.cuda.matmul
-        self.saved = [getattr(self.matmul, n, None) for n in self.NAMES]
-        for n, v in zip(self.NAMES, self.saved):
-            if v is not None and v is not False:
-                setattr(self.matmul, n, False)
-        return self
-
-    def __exit__(self, *exc):
-        for n, v in zip(self.NAMES, self.saved):
-            if v is not None and v is not False:
-                setattr(self.matmul, n, v)
-        return False
+# fp16/bf16 matmuls with fp32 reductions only (no 16-bit split-K sums)
+FULL_REDUCTION = {"allow_fp16_reduced_precision_reduction": False, "allow_bf16_reduced_precision_reduction": False}
 
 
 _out_ok = [True]  # torch.mm(..., out_dtype=, out=) works; else a copy after the call
@@ -102,7 +88,7 @@ _out_ok = [True]  # torch.mm(..., out_dtype=, out=) works; else a copy after the
 def _enqueue(problem, A, B, C, handle: int) -> None:
     import torch
 
-    with torch.cuda.stream(torch_stream(handle)), _tf32_matmul(problem.dtype == "tf32"):
+    with torch.cuda.stream(torch_stream(handle)), _matmul_switches(**_tf32(problem.dtype == "tf32")):
         a, b, c = torch_views(A, B, C, bf16=problem.dtype == "bf16")
         if problem.b_transposed:  # B holds the NxK transpose: a view, no copy
             b = b.t()
@@ -111,7 +97,7 @@ def _enqueue(problem, A, B, C, handle: int) -> None:
         if problem.out_dtype != "fp32":  # C in the input type, as torch.mm writes it
             if problem.out_dtype == "bf16":
                 c = c.view(torch.bfloat16)  # bf16 bits held as uint16
-            with _full_reduction():
+            with _matmul_switches(**FULL_REDUCTION):
                 if problem.beta == 0.0 and problem.alpha == 1.0:
                     torch.mm(a, b, out=c)
                 else:  # beta == 0: C ignored (torch's rule), its NaN poison cannot leak in

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadArgumentError
+from ..kernels.hgemm.tma_rows import padded_row, row_rule, tma_row
 from ..problem import GemmProblem
 
-ROW_ALIGN = 16  # bytes: TMA's rule for every row stride
 _MAPS: dict[tuple, Any] = {}
 _MAX_MAPS = 64
 
@@ -53,35 +53,33 @@ def tensor_map(x, box: tuple[int, int]):
     return desc
 
 
-def _aligned(elements: int, itemsize: int) -> bool:
-    return (elements * itemsize) % ROW_ALIGN == 0
-
-
-def _round_up(elements: int, itemsize: int) -> int:
-    per = ROW_ALIGN // itemsize
-    return -(-elements // per) * per
-
-
 class TmaOperands:
     """The operands of one TMA launch, padded or transposed into workspaces kept between calls."""
 
     def __init__(self):
         self._ws: dict[str, Any] = {}
         self._splitk = None  # the split-K workspace, grown on demand
+        self._zero_flags = 0  # how many of its leading floats are known to be zero
 
-    def splitk_workspace(self, floats: int, stream_handle: int) -> int:
-        """The address of a zeroed split-K workspace of at least `floats` (0 for none). Zeroed
-        once, when allocated, on the launch stream: the kernel leaves its flags zero again, so a
-        workspace serves every later launch, of any shape, on that stream."""
+    def splitk_workspace(self, floats: int, flags: int, stream_handle: int) -> int:
+        """The address of a split-K workspace of at least `floats` whose first `flags` floats
+        (the tile flags) are zero (0 for none). Allocated zeroed, on the launch stream. A launch
+        leaves its own flags zero again but writes partial tiles right behind them, so a later
+        shape with more flags would find partials where its flags lie: those floats are cleared
+        again first (a memset of a few KB, on the launch stream), only then."""
         if floats == 0:
             return 0
-        if self._splitk is None or self._splitk.size < floats:
-            import cupy as cp
+        import cupy as cp
 
-            from ..cuda.device import cupy_stream
+        from ..cuda.device import cupy_stream
 
-            with cupy_stream(stream_handle):
+        with cupy_stream(stream_handle):
+            if self._splitk is None or self._splitk.size < floats:
                 self._splitk = cp.zeros(floats, dtype=cp.float32)
+                self._zero_flags = floats
+            elif flags > self._zero_flags:
+                self._splitk[:flags].fill(0)
+        self._zero_flags = flags  # after this launch: its flags zero, its partials behind them
         return self._splitk.data.ptr
 
     def _padded(self, name: str, src, rows: int, cols: int, copy_in: bool = True):
@@ -92,7 +90,7 @@ class TmaOperands:
         written)."""
         import cupy as cp
 
-        width = _round_up(cols, src.itemsize)
+        width = padded_row(cols, src.itemsize)
         buf = self._ws.get(name)
         if buf is None or buf.shape != (rows, width) or buf.dtype != src.dtype:
             buf = self._ws[name] = cp.zeros((rows, width), dtype=src.dtype)
@@ -106,9 +104,9 @@ class TmaOperands:
         """(A view, B view, C view, copy_back) with 16-byte row strides; copy_back() (or None)
         moves a padded C back. Without `pads`, unaligned rows are refused (the harness checked).
         kmajor_b: the kernel reads B^T (NxK): B itself when the problem gives it so (layout nt),
-        else a transposed copy; otherwise B as KxN."""
+        else a transposed copy; otherwise B as KxN. A transposed A or B reaches only the rungs
+        tagged "layout_tn" / "layout_nt" (the runner's check refuses the others), all of which pad."""
         from ..cuda.device import cupy_stream
-        from ..kernels.hgemm.specs import kmajor_b_rule, mnmajor_a_rule
 
         M, N, K = problem.M, problem.N, problem.K
         if problem.b_transposed and not kmajor_b:  # the runner's layout check makes this unreachable
@@ -116,29 +114,23 @@ class TmaOperands:
         with cupy_stream(stream_handle):
             a = A
             if problem.a_transposed:  # A^T (KxM) as given, read M-major: in place where TMA can describe it
-                reason = mnmajor_a_rule(problem)
-                if reason and not pads:
-                    raise BadArgumentError(f"{name} {reason}")
-                a = self._padded("At", A, K, M) if reason else A
-            elif not _aligned(K, A.itemsize):
+                a = A if tma_row(M, A.itemsize) else self._padded("At", A, K, M)
+            elif not tma_row(K, A.itemsize):
                 if not pads:
-                    raise BadArgumentError(f"K = {K}: rows of A are not a multiple of 16 bytes")
+                    raise BadArgumentError(f"{name}: rows of A need {row_rule(problem, 'K', A.itemsize)}")
                 a = self._padded("A", A, M, K)
             if kmajor_b and problem.b_transposed:  # B^T as given: in place where TMA can describe it
-                reason = kmajor_b_rule(problem)
-                if reason and not pads:
-                    raise BadArgumentError(f"{name} {reason}")
-                b = self._padded("Bt", B, N, K) if reason else B
+                b = B if tma_row(K, B.itemsize) else self._padded("Bt", B, N, K)
             elif kmajor_b:  # B^T, NxK, rows of K elements, from a KxN B
                 b = self._padded("Bt", B.T, N, K)
-            elif not _aligned(N, B.itemsize):
+            elif not tma_row(N, B.itemsize):
                 if not pads:
-                    raise BadArgumentError(f"N = {N}: rows of B are not a multiple of 16 bytes")
+                    raise BadArgumentError(f"{name}: rows of B need {row_rule(problem, 'N', B.itemsize)}")
                 b = self._padded("B", B, K, N)
             else:
                 b = B
             c, copy_back = C, None
-            if not _aligned(N, C.itemsize):
+            if not tma_row(N, C.itemsize):
                 c = self._padded("C", C, M, N, copy_in=problem.beta != 0.0)
 
                 def copy_back():
@@ -197,7 +189,7 @@ def tma_geometry(runner, problem: GemmProblem):
 def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     """Enqueue a TMA rung: maps for A, B (and C), then the kernel, then C's copy back if padded."""
     from ..cuda.launch import launch_kernel
-    from ..kernels.hgemm.specs import b_kmajor, persistent_splits, tma_boxes
+    from ..kernels.hgemm.specs import b_kmajor, persistent_flag_floats, persistent_splits, tma_boxes
 
     spec, params = runner.impl, runner.params
     if getattr(runner, "_tma_operands", None) is None:
@@ -212,7 +204,8 @@ def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     if "C" in boxes:  # rungs 5-6: C by TMA store, and read directly (beta != 0) with its row stride
         ldc = c.strides[0] // c.itemsize
         # and the split-K workspace and slice count (rungs 5-6 are the persistent ones)
-        w = runner._tma_operands.splitk_workspace(spec.workspace_floats(problem, params), int(stream.handle))
+        w = runner._tma_operands.splitk_workspace(spec.workspace_floats(problem, params),
+                                                  persistent_flag_floats(problem, params), int(stream.handle))
         launch_kernel(runner.compiled, geometry, stream, *maps, tensor_map(c, boxes["C"]), *scalars, c.data.ptr,
                       np.int32(ldc), w, np.int32(persistent_splits(problem, params)))
     else:

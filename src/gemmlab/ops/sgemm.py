@@ -73,20 +73,28 @@ class GemmRunner(PreparedImpl):
         super().__init__(impl, params, arch)
         self.reduce = None
         self._workspace = None  # grown on demand; one per runner, so one stream at a time
-        self._workspace_shape = None  # the problem whose layout the workspace holds now
+        self._workspace_shape = None  # the shape of the last launch that used it
         if self.compiled is not None and impl.splitk_reduce is not None:
             from ..cuda.compile import compile_kernel
 
             self.reduce = compile_kernel(impl.splitk_reduce, arch=self.arch)
 
-    def _workspace_ptr(self, floats: int) -> int:
-        """A zeroed workspace of at least `floats` (stream-K's flags must start at zero; the
-        kernels leave them zero, and split-K's planes are written before they are read)."""
+    def _workspace_ptr(self, problem: GemmProblem, floats: int, stream) -> int:
+        """A workspace of at least `floats` whose stream-K flags are zero. Zeroed when allocated (a
+        larger need gets a new zeroed buffer); split-K's planes are written before they are read
+        and stream-K's kernel leaves its flags zero again, so the same shape never needs clearing.
+        Cleared once more, in stream order, only when a stream-K launch of another shape reuses
+        the buffer: the flags come first, one a tile, so a shape with more tiles finds some of
+        them where the last shape kept partial tiles."""
         import cupy as cp
 
         if self._workspace is None or self._workspace.size < floats:
             self._workspace = cp.zeros(floats, dtype=cp.float32)
             cp.cuda.get_current_stream().synchronize()
+        elif self._workspace_shape != problem.shape and self.impl.workspace is not None \
+                and self.impl.workspace(problem, self.params) is not None:  # stream-K, not split-K planes
+            cp.cuda.runtime.memsetAsync(self._workspace.data.ptr, 0, floats * 4, int(stream.handle))
+        self._workspace_shape = problem.shape
         return self._workspace.data.ptr
 
     def _enqueue_reduce(self, problem: GemmProblem, slices: int, c_ptr: int, stream) -> None:
@@ -108,14 +116,7 @@ class GemmRunner(PreparedImpl):
         slices = geometry.grid[2]
         if self.impl.takes_workspace:
             floats = self.impl.workspace_floats(problem, self.params)
-            extra = (self._workspace_ptr(floats) if floats else 0,)
-            if floats and self.impl.workspace is not None and self._workspace_shape != problem.shape:
-                # Another shape puts its flags where the last one kept partial tiles: clear
-                # them first, in stream order (the kernel itself leaves its own flags zero).
-                import cupy as cp
-
-                cp.cuda.runtime.memsetAsync(extra[0], 0, floats * 4, int(stream.handle))
-                self._workspace_shape = problem.shape
+            extra = (self._workspace_ptr(problem, floats, stream) if floats else 0,)
         launch_gemm(self.compiled, geometry, stream, problem.M, problem.N, problem.K, problem.alpha,
                     A.data.ptr, B.data.ptr, problem.beta, C.data.ptr, *extra)
         if self.reduce is not None and slices > 1:

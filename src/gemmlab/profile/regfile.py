@@ -19,6 +19,8 @@ counts are static: instructions in the code, not executed ones.
 The reuse cache model: a slot's cache holds the register last flagged `.reuse` in that slot.
 It serves the next instruction that reads a register in that slot, if the register is the
 same, and is then emptied unless that instruction flags it again.
+
+It reads the instructions as sass.parse_sass gives them (address, opcode, operands).
 """
 from __future__ import annotations
 
@@ -38,20 +40,17 @@ class Source:
     reuse: bool
 
 
-def sources(text: str) -> tuple[str, list[Source]]:
-    """(opcode, source operands) of one instruction's text ('@P0 FFMA R1, R2.reuse, R3, R1')."""
-    body = re.sub(r"^@!?U?P[T0-9]+\s+", "", text.strip().rstrip(";").strip())
-    head, _, rest = body.partition(" ")
-    ops = [o.strip() for o in rest.split(",")] if rest.strip() else []
+def sources(operands: list[str]) -> list[Source]:
+    """The source operands of one instruction's operands as printed (['R1', 'R2.reuse', 'R3', 'R1'])."""
     out = []
-    for slot, op in enumerate(ops[1:]):  # ops[0] is the destination
+    for slot, op in enumerate(operands[1:]):  # operands[0] is the destination
         m = _REG.match(op)
         if not m:
             out.append(Source(slot, None, False))
             continue
         reg = None if m.group(1) == "Z" else int(m.group(1))
         out.append(Source(slot, reg, bool(m.group(2))))
-    return head, out
+    return out
 
 
 @dataclass
@@ -80,15 +79,16 @@ class RegisterReport:
                 "ffma_bank_conflicts": self.ffma_conflicts, "examples": self.examples, "bank_model": self.model}
 
 
-def register_report(lines: list[tuple[int, str]], lo: int | None = None, hi: int | None = None) -> RegisterReport:
-    """The report over instructions (address, text) with lo <= address <= hi, in program order."""
+def register_report(instructions, lo: int | None = None, hi: int | None = None) -> RegisterReport:
+    """The report over the instructions of sass.parse_sass with lo <= address <= hi, in program order."""
     report = RegisterReport()
     cache: dict[int, int | None] = {}
-    for addr, text in lines:
+    for ins in instructions:
+        addr = ins.addr
         if (lo is not None and addr < lo) or (hi is not None and addr > hi):
             continue
-        opcode, srcs = sources(text)
-        base = opcode.split(".")[0]
+        srcs = sources(ins.operands)
+        base = ins.opcode.split(".")[0]
         if base == "NOP":
             continue
         report.instructions += 1
@@ -112,5 +112,5 @@ def register_report(lines: list[tuple[int, str]], lo: int | None = None, hi: int
         if any(banks.count(b) >= 3 for b in range(BANKS)):
             report.ffma_conflicts += 1
             if len(report.examples) < 5:
-                report.examples.append(f"/*{addr:04x}*/ {text.strip()}")
+                report.examples.append(f"/*{addr:04x}*/ {ins.text}")
     return report

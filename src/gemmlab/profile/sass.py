@@ -93,6 +93,7 @@ class Instruction:
     opcode: str  # with modifiers, without predicate
     text: str
     target: int | None = None  # branch target address
+    operands: list[str] = field(default_factory=list)  # as printed, the destination first
 
 
 @dataclass
@@ -121,17 +122,23 @@ class SassFunction:
         """The loop whose body holds the most FFMAs (a GEMM's K loop; of two copies with as many
         FFMAs, e.g. a kernel's straight-line loop and its general one, the shorter: the fast
         path); without FFMA, the most FADDs and loads (a reduction's grid-stride loop); ties:
-        the shortest. Only innermost loops count: a loop around the K loop (stream-K's walk over
-        tiles, a persistent kernel's tile loop) holds its FFMAs too but is not the hot loop."""
+        the shortest. Only innermost working loops count: a loop around the K loop (stream-K's walk
+        over tiles, a persistent kernel's tile loop) holds its FFMAs too but is not the hot loop;
+        a loop whose only inner loop does no work (an mbarrier wait's spin, as in rung 15's K
+        loop) still counts."""
+        def work(m) -> int:
+            return m["FADD"] + m["LDG"] + m["LDG.128"] + m["LDS"] + m["LDS.128"]
+
         best, key = None, None
         loops = self.loops()
         for lo, hi in loops:
-            if any(lo <= a and b <= hi and (a, b) != (lo, hi) for a, b in loops):
+            inner = [self.mix(a, b) for a, b in loops if lo <= a and b <= hi and (a, b) != (lo, hi)]
+            if any(m["FFMA"] or work(m) for m in inner):
                 continue
             m = self.mix(lo, hi)
-            work = m["FADD"] + m["LDG"] + m["LDG.128"] + m["LDS"] + m["LDS.128"]
-            k = (m["FFMA"], -m["total"], work, -(hi - lo)) if m["FFMA"] else (0, 0, work, -(hi - lo))
-            if (m["FFMA"] or work) and (key is None or k > key):
+            work_here = work(m)
+            k = (m["FFMA"], -m["total"], work_here, -(hi - lo)) if m["FFMA"] else (0, 0, work_here, -(hi - lo))
+            if (m["FFMA"] or work_here) and (key is None or k > key):
                 best, key = (lo, hi), k
         return best
 
@@ -164,8 +171,10 @@ def parse_sass(text: str) -> list[SassFunction]:
             continue
         addr = int(m.group("addr"), 16)
         body = _PRED.sub("", m.group("text").strip())
-        opcode = body.split()[0] if body.split() else ""
-        ins = Instruction(addr, opcode, m.group("text").strip())
+        parts = body.split(None, 1)  # the opcode, then its operands
+        opcode = parts[0] if parts else ""
+        ins = Instruction(addr, opcode, m.group("text").strip(),
+                          operands=[o.strip() for o in parts[1].split(",")] if len(parts) > 1 else [])
         for name in pending_label:
             labels[name] = addr
         pending_label.clear()
@@ -267,5 +276,5 @@ class SassMix:
 def sass_mix(text: str, mangled: str, tool: str = "") -> SassMix:
     fn = function_for(parse_sass(text), mangled)
     loop = fn.main_loop()
-    registers = register_report([(i.addr, i.text) for i in fn.instructions], *loop) if loop else None
+    registers = register_report(fn.instructions, *loop) if loop else None
     return SassMix(fn.name, tool, fn.mix(), fn.mix(*loop) if loop else None, loop, registers)

@@ -27,7 +27,8 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
 // counts itself in on its half-tile's flag; the last to arrive sums every slot in slice order -
 // so the result does not depend on who arrived last: deterministic, as cuBLAS is - and runs the
 // epilogue. Nobody waits on another unit, so no schedule can deadlock. The last arriver puts the
-// flag back to zero: the workspace is cleared once, when it is allocated.
+// flag back to zero, so the next launch of the same shape needs no clearing (a shape with more
+// flags would find partials where they lie: the host clears those first, ops/hgemm_tma.py).
 // Workspace W (floats): splitk_flag_floats(tiles * CM) ints, then per CTA tile, slice and
 // half a 64 x BN slot.
 __host__ __device__ __forceinline__ int splitk_flag_floats(int cta_tiles) { return (2 * cta_tiles + 31) / 32 * 32; }

@@ -7,7 +7,8 @@
 // contributor writes its partial tile to its own workspace slot and counts itself in on the
 // tile's flag; the last to arrive sums every slot in block order (so the result does not depend
 // on who arrived last: deterministic) and writes C with alpha and beta. It also puts the flag
-// back to zero, so the workspace needs clearing once, when it is allocated.
+// back to zero, so the next launch of the same shape needs no clearing (another shape's flags
+// may lie where partials were written: the runners clear those first).
 //
 // Hybrid (dp_tiles > 0): the first dp_tiles tiles, whole waves of them, are plain data-parallel
 // tiles (block b takes tiles b, b + G, ...); only the rest is dealt out in K. That keeps the
