@@ -16,9 +16,10 @@ from gemmlab.harness.bench import verify_sweep
 from gemmlab.problem import BatchedGemmProblem, GemmProblem
 
 SHAPES = ((67, 131, 37, 1.0, 0.0), (33, 65, 1, 1.5, -0.5), (129, 127, 70, 0.5, 2.0))
-# Modes a kernel's defaults do not run, on the shapes above plus an aligned one (float4 paths):
-# stream-K's partial tiles, flags and fix-up sums.
-EXTRA_MODES = {"bigtile": ({"STREAMK": 1}, {"STREAMK": 2})}
+# Modes a kernel's defaults do not run, on the shapes above plus aligned ones (float4 paths):
+# stream-K's partial tiles, flags and fix-up sums; rung 15's bulk copies (aligned rows only: the
+# shapes above take its element-wise path) and its split-K planes.
+EXTRA_MODES = {"bigtile": ({"STREAMK": 1}, {"STREAMK": 2}), "tma_ffma": ({}, {"SPLITK": 3})}
 # (2304x4096: 288 tiles, so the hybrid runs a data-parallel wave before its stream-K part.)
 EXTRA_SHAPES = ((256, 512, 1032, 1.0, 0.0), (300, 260, 2000, -1.0, 0.5), (2304, 4096, 24, 1.0, 0.0))
 
@@ -40,7 +41,7 @@ def main(argv: list[str]) -> int:
             results += verify_sweep([impl], extra, params={impl.name: params})
     failed = 0
     for r in results:
-        shown = ",".join(f"{k}={v}" for k, v in r.params.items() if k.startswith("STREAM"))
+        shown = ",".join(f"{k}={v}" for k, v in r.params.items() if k.startswith("STREAM") or k == "SPLITK" and v)
         print(f"{r.impl:20s} {r.problem.shape:14s} {shown:10s} {r.status} {r.reason}", flush=True)
         failed += r.status != "PASS"
     return 1 if failed else 0

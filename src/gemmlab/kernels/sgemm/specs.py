@@ -596,4 +596,50 @@ BIGTILE = KernelSpec(
     geometry=_bigtile_grid,
 )
 
-register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT, BIGTILE)
+
+# ================================================================================================
+# Rung 15
+# ================================================================================================
+
+def tma_ffma_smem(v) -> int:
+    """STAGES stages of an A tile (BM rows of BK floats padded by 4) and a B tile (BK x BN)."""
+    return 4 * v["STAGES"] * (v["BM"] * (v["BK"] + 4) + v["BK"] * v["BN"])
+
+
+def _tma_ffma_grid(p: GemmProblem, v) -> Launch:
+    """A 1-D grid of tiles in swizzled order, times split-K slices, as rungs 13-14; 384 threads:
+    a producer warpgroup and two math warpgroups."""
+    tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
+    return Launch(grid=(tiles, 1, split_k_slices(p, v, _sm_count())), block=(384, 1, 1), shmem=tma_ffma_smem(v))
+
+
+TMA_FFMA = KernelSpec(
+    name="tma_ffma", op="sgemm", rung=15, title="copy engine + warp-specialised FFMA core (Hopper)",
+    idea="a producer warpgroup (40 registers) brings every row of A and B with cp.async.bulk onto mbarriers; "
+         "two math warpgroups (232 registers, setmaxnreg) only read fragments and multiply 8x16 outputs a thread",
+    source="sgemm/15_tma_ffma.cu", entry="gemmlab::sgemm_tma_ffma", seed="gemmlab",
+    # Defaults: cuBLAS's 256x128 block tile and rung 14's FFMA order. Measured on an H100 at 23.5%
+    # of cuBLAS (4096^3): fed by 272 row copies a stage, not tuned yet (docs/ladder.md, rung 15).
+    params=(Param("BM", 256, (128, 256)), Param("BN", 128, (128, 256)), Param("BK", 16, (8, 16, 32)),
+            Param("STAGES", 4, (2, 3, 4, 5, 6)), Param("GROUP", 8, (1, 4, 8, 16)),
+            Param("ORDER", 3, (0, 1, 2, 3), "FFMA order: rows, columns, snaking rows, snaking columns"),
+            Param("SPLITK", 0, (0, 1, 2, 4), "K slices; 0 = automatic", template=False)),
+    constraints=(
+        Constraint("BM x BN must be 8 warp tiles of 64 x 64 (256x128 or 128x256)",
+                   lambda v: v["BM"] % 64 == 0 and v["BN"] % 64 == 0 and (v["BM"] // 64) * (v["BN"] // 64) == 8),
+        Constraint("BK must be 8, 16 or 32 (whole 16-byte rows of A, pairs of K values)",
+                   lambda v: v["BK"] in (8, 16, 32)),
+        Constraint("STAGES must be >= 2", lambda v: v["STAGES"] >= 2),
+        Constraint("GROUP must be >= 1", lambda v: v["GROUP"] >= 1),
+        Constraint("ORDER must be 0..3", lambda v: 0 <= v["ORDER"] <= 3),
+        Constraint("SPLITK must be >= 0", lambda v: v["SPLITK"] >= 0),
+        Constraint(f"dynamic shared memory must be <= {MAX_DYNAMIC_SMEM} B (with the barriers)",
+                   lambda v: tma_ffma_smem(v) + 16 * v["STAGES"] <= MAX_DYNAMIC_SMEM),
+    ),
+    splitk_reduce=SPLITK_REDUCE,
+    threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers
+    block_tile=lambda v: (v["BM"], v["BN"]),
+    geometry=_tma_ffma_grid, arch="sm_90a",
+)
+
+register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT, BIGTILE, TMA_FFMA)
