@@ -17,14 +17,14 @@ class FastGemm:
         self.run(a.ptr, b.ptr, c.ptr, alpha, beta, stream)
 
 
-def zeroed_workspace(floats: int):
-    """A zeroed fp32 workspace that an executor owns (split-K and stream-K flags must start at zero).
-    Its clearing is finished before this returns, so a first launch on any stream - a torch side
+def zeroed_workspace(count: int, dtype: str = "float32"):
+    """A zeroed workspace that an executor owns (split-K and stream-K flags, a reduction's
+    counters: they must start at zero, and the kernels leave them so). Its clearing is finished before this returns, so a first launch on any stream - a torch side
     stream does not wait for CuPy's - finds it zero; under a CuPy stream capture the clearing is
     captured on the same stream instead, ahead of the kernel."""
     import cupy as cp
 
-    buf = cp.zeros(floats, dtype=cp.float32)
+    buf = cp.zeros(count, dtype=dtype)
     stream = cp.cuda.get_current_stream()
     if not stream.is_capturing():
         stream.synchronize()

@@ -76,7 +76,6 @@ class TmaOperands:
         with cupy_stream(stream_handle):
             if self._splitk is None or self._splitk.size < floats:
                 self._splitk = cp.zeros(floats, dtype=cp.float32)
-                self._zero_flags = floats
             elif flags > self._zero_flags:
                 self._splitk[:flags].fill(0)
         self._zero_flags = flags  # after this launch: its flags zero, its partials behind them

@@ -92,6 +92,7 @@ sgemm_tma_ffma(int M, int N, int K, float alpha, const float* __restrict__ A, co
 #pragma unroll 1
                     for (int k = lane; k < kin; k += 32)
                         if (cols > 0) tma_ffma::bulk_copy(bs + k * BN, B + (long long)(k0 + k) * N + col0, 4u * cols, &full[s]);
+                    if (lane != 0) hop::mbar_arrive(&full[s]);  // lane 0 arrived with the byte count
                 } else {
                     // the rest of the producer warpgroup writes the zeros past the edges (never
                     // where a copy lands): A's K tail and rows past M, B's columns past N and
@@ -111,7 +112,6 @@ sgemm_tma_ffma(int M, int N, int K, float alpha, const float* __restrict__ A, co
                         }
                     hop::mbar_arrive(&full[s]);
                 }
-                if (warp == 0 && lane != 0) hop::mbar_arrive(&full[s]);
             } else {
                 // Any shape and alignment: the producer warpgroup copies element by element,
                 // zeros outside the matrix.
