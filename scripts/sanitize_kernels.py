@@ -17,7 +17,7 @@ from gemmlab.problem import BatchedGemmProblem, GemmProblem
 
 SHAPES = ((67, 131, 37, 1.0, 0.0), (33, 65, 1, 1.5, -0.5), (129, 127, 70, 0.5, 2.0))
 # Modes a kernel's defaults do not run, on the shapes above plus aligned ones (float4 paths):
-# stream-K's partial tiles, flags and fix-up sums; rung 15's bulk copies (aligned rows only: the
+# stream-K's partial tiles, flags and fix-up sums; rung 15's tensor copies (aligned rows only: the
 # shapes above take its element-wise path) and its split-K planes.
 EXTRA_MODES = {"bigtile": ({"STREAMK": 1}, {"STREAMK": 2}), "tma_ffma": ({}, {"SPLITK": 3})}
 # (2304x4096: 288 tiles, so the hybrid runs a data-parallel wave before its stream-K part.)

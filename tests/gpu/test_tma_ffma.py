@@ -1,10 +1,12 @@
-"""Rung 15 (tma_ffma: bulk copies from a producer warpgroup, setmaxnreg math warpgroups) on the GPU.
+"""Rung 15 (tma_ffma: two TMA tensor copies a stage from one producer thread, setmaxnreg math
+warpgroups) on the GPU.
 
-Each configuration runs the odd-shape sweep (the producer's element-wise path: K or N not a
-multiple of 4) and aligned shapes whose rows the copy engine brings (with edge tiles: zeros
-written past M, N and the K tail while copies fill the rest), alpha/beta both ways, C
-NaN-poisoned when beta == 0; then split-K, and a case where several stages wrap around the
-ring many times (K = 4096 with 2 stages)."""
+Each configuration runs the odd-shape sweep (rows that tensor maps cannot describe - K or N not a
+multiple of 4 - take the producer warpgroup's element-wise path into the same swizzled stages)
+and aligned shapes whose tiles the tensor maps bring (edge tiles: TMA's zeros past M, N and the
+K tail), alpha/beta both ways, C NaN-poisoned when beta == 0; then split-K, a case where the
+stages wrap around the ring many times (K = 4096 with 2 stages), and the API's prepared launch
+(maps encoded once, again for new pointers, the element-wise path for a misaligned view)."""
 import pytest
 
 from gemmlab import registry
@@ -51,3 +53,29 @@ def test_split_k(splitk, shape):
 def test_the_ring_wraps_many_times():
     _assert_pass(verify_sweep([SPEC], [GemmProblem(256, 256, 4096, 1.0, 0.0), GemmProblem(260, 256, 4100, 1.0, 0.5)],
                               params={"tma_ffma": {"STAGES": 2}}))
+
+
+def test_api_prepared_launch_encodes_maps_per_pointer():
+    """gemmlab.sgemm(impl="tma_ffma") runs a prepared launch whose tensor maps follow the
+    operands: new arrays of the same shape are described anew; a shape whose rows no tensor map
+    can describe (K = 1001) takes the element-wise path. All verified against fp64."""
+    import cupy as cp
+
+    import gemmlab
+    from gemmlab.api import core
+    from gemmlab.ops import sgemm as sgemm_op
+
+    def call(M, N, K, beta, seed):
+        A, B, C0 = sgemm_op.make_inputs(GemmProblem(M, N, K, 1.0, beta), seed)
+        C = C0.copy()
+        gemmlab.sgemm(A, B, C, beta=beta, impl="tma_ffma")
+        verdict = sgemm_op.compare(C, A, B, C0, 1.0, beta)
+        assert verdict.passed, f"{(M, N, K)}: {verdict.reason}"
+        ex = core.executor("sgemm", "fp32", (M, N, K), "tma_ffma", None, cp.cuda.get_current_stream().ptr)
+        return ex, A, B
+
+    for seed, beta in ((1, 0.0), (2, 0.5)):  # two sets of arrays: the maps are encoded for each
+        ex, A, B = call(520, 264, 1000, beta, seed)
+        assert ex.maps and ex._flag.value == 1 and ex._mapped == [A.data.ptr, B.data.ptr]
+    ex, _, _ = call(131, 66, 1001, 0.0, 3)
+    assert ex.maps and ex._flag.value == 0, "rows of 1001 floats: no tensor map, the element-wise path"

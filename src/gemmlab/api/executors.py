@@ -54,17 +54,27 @@ class KernelGemm(FastGemm):
         else:
             impl = runner.impl
             takes_w = impl.takes_workspace
-            self.main = prepared(runner.compiled, geometry, GEMM_SIGNATURE + (("ptr",) if takes_w else ()))
+            # rung 15: two tensor maps lead, and a trailing flag says whether they describe A and B
+            self.maps = "tma_maps" in impl.tags
+            first = 2 if self.maps else 0
+            signature = GEMM_SIGNATURE + (("ptr",) if takes_w else ()) + (("i32",) if self.maps else ())
+            self.main = prepared(runner.compiled, geometry, (("tmap", "tmap") if self.maps else ()) + signature)
             for i, v in enumerate((M, N, K)):
-                self.main.set(i, v)
-            self._slots = [self.main.slots[i] for i in (3, 4, 5, 6, 7)]
+                self.main.set(first + i, v)
+            self._slots = [self.main.slots[first + i] for i in (3, 4, 5, 6, 7)]
             floats = impl.workspace_floats(problem, runner.params) if takes_w else 0
             if floats:
                 # Zeroed: stream-K's tile flags start at zero (and the kernel leaves them so).
                 self.workspace = zeroed_workspace(floats)
                 self.owns_workspace = True
             if takes_w:
-                self.main.set(8, self.workspace.data.ptr if floats else 0)
+                self.main.set(first + 8, self.workspace.data.ptr if floats else 0)
+            if self.maps:
+                from ..kernels.sgemm.specs import tma_ffma_boxes
+
+                self._boxes = tma_ffma_boxes(runner.params)
+                self._mapped = [None, None]  # the A and B the maps now describe
+                self._flag = self.main.slots[first + 9]
             slices = geometry.grid[2]
             if getattr(runner, "reduce", None) is not None and slices > 1:
                 from ..ops.sgemm import splitk_reduce_launch
@@ -76,9 +86,32 @@ class KernelGemm(FastGemm):
                 self.reduce.set(4, self.workspace.data.ptr)
                 self._reduce_slots = [self.reduce.slots[i] for i in (3, 5, 6)]
 
+    maps = False
+
+    def _encode_maps(self, a: int, b: int) -> None:
+        """Rung 15's maps over A and B where they fit (flag 1), re-encoded only for a new pointer;
+        else flag 0 and the kernel copies element by element (the maps are not read)."""
+        from ..kernels.sgemm.specs import tma_ffma_maps_fit
+
+        M, N, K = (self.main.slots[2 + i].value for i in range(3))
+        if not tma_ffma_maps_fit(M, N, K, a, b):
+            self._flag.value = 0
+            return
+        if a != self._mapped[0]:
+            rows, cols, swizzle = self._boxes["A"]
+            self.main.tmap(0).encode("fp32", a, M, K, 4 * K, (rows, cols), swizzle)
+            self._mapped[0] = a
+        if b != self._mapped[1]:
+            rows, cols, swizzle = self._boxes["B"]
+            self.main.tmap(1).encode("fp32", b, K, N, 4 * N, (rows, cols), swizzle)
+            self._mapped[1] = b
+        self._flag.value = 1
+
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         s_alpha, s_a, s_b, s_beta, s_c = self._slots
         s_alpha.value, s_a.value, s_b.value, s_beta.value, s_c.value = alpha, a, b, beta, c
+        if self.maps:
+            self._encode_maps(a, b)
         self.main.launch(stream)
         if self.reduce is not None:
             r_alpha, r_beta, r_c = self._reduce_slots

@@ -29,6 +29,7 @@ TENSOR_MAP_BYTES = 128  # CU_TENSOR_MAP_NUM_QWORDS * 8
 # sets the element size (and the fill, which is zero for every type here)
 TENSOR_MAP_DTYPES = {"fp16": 6, "bf16": 1, "fp32": 7, "tf32": 7}
 SWIZZLE_128B = 3
+SWIZZLE_BY_SPAN = {0: 0, 32: 1, 64: 2, 128: SWIZZLE_128B}  # CUtensorMapSwizzle by span in bytes
 L2_PROMOTION_256B = 3
 
 
@@ -135,15 +136,17 @@ class TensorMapSlot:
         self.address = (ctypes.addressof(self._buffer) + 63) & ~63
 
     def encode(self, dtype: str, ptr: int, rows: int, cols: int, row_stride_bytes: int,
-               box: tuple[int, int]) -> None:
+               box: tuple[int, int], swizzle: int = 128) -> None:
         """Describe a row-major rows x cols matrix at `ptr` (rows `row_stride_bytes` apart), copied
-        box = (rows, cols) at a time with the 128-byte swizzle; zeros are read past the edges."""
+        box = (rows, cols) at a time with the swizzle of that span in bytes (128 unless given; 0:
+        none); zeros are read past the edges."""
         dims = (ctypes.c_uint64 * 2)(cols, rows)  # the driver counts from the innermost dimension
         strides = (ctypes.c_uint64 * 1)(row_stride_bytes)
         box_dim = (ctypes.c_uint32 * 2)(box[1], box[0])
         element_strides = (ctypes.c_uint32 * 2)(1, 1)
         err = driver().cuTensorMapEncodeTiled(self.address, TENSOR_MAP_DTYPES[dtype], 2, ptr, dims, strides,
-                                              box_dim, element_strides, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0)
+                                              box_dim, element_strides, 0, SWIZZLE_BY_SPAN[swizzle],
+                                              L2_PROMOTION_256B, 0)
         if err:
             raise LaunchError(f"cannot describe a {rows}x{cols} {dtype} operand for TMA (box {box}, row stride "
                               f"{row_stride_bytes} B): {error_name(err)}")

@@ -33,17 +33,21 @@ def _tma_enum(name: str):
     return getattr(sys.modules[cuda.core.TensorMapDescriptor.__module__], name)
 
 
-def tensor_map(x, box: tuple[int, int]):
+SWIZZLES = {0: "NONE", 32: "SWIZZLE_32B", 64: "SWIZZLE_64B", 128: "SWIZZLE_128B"}  # by span in bytes
+
+
+def tensor_map(x, box: tuple[int, int], swizzle: int = 128):
     """A TensorMapDescriptor over the 2-D CuPy array (or strided view) `x`: `box` = (rows, columns)
-    per copy, 128-byte swizzle (the layout wgmma's descriptors assume), zeros out of bounds."""
-    key = (x.data.ptr, x.shape, x.strides, x.dtype.str, box)
+    per copy, `swizzle` the span in bytes of the shared-memory swizzle (128: the layout wgmma's
+    descriptors assume; 0: none), zeros out of bounds."""
+    key = (x.data.ptr, x.shape, x.strides, x.dtype.str, box, swizzle)
     desc = _MAPS.get(key)
     if desc is None:
         from cuda.core.utils import StridedMemoryView
 
         view = StridedMemoryView.from_cuda_array_interface(x, stream_ptr=-1)
         try:
-            desc = view.as_tensor_map(box_dim=box, swizzle=_tma_enum("TensorMapSwizzle").SWIZZLE_128B,
+            desc = view.as_tensor_map(box_dim=box, swizzle=getattr(_tma_enum("TensorMapSwizzle"), SWIZZLES[swizzle]),
                                       l2_promotion=_tma_enum("TensorMapL2Promotion").L2_256B)
         except Exception as exc:  # the driver's own reason (alignment, box size)
             raise BadArgumentError(f"cannot describe a {x.shape} {x.dtype} operand for TMA: {exc}") from None

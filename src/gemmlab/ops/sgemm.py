@@ -97,6 +97,23 @@ class GemmRunner(PreparedImpl):
         self._workspace_shape = problem.shape
         return self._workspace.data.ptr
 
+    def _tensor_maps(self, problem: GemmProblem, A, B):
+        """A kernel's tensor maps over A and B and its `maps` flag (1). Where tensor maps cannot
+        describe them (rows not 16-byte multiples), stand-ins over a small buffer of our own,
+        which the kernel does not read, and flag 0: it copies element by element."""
+        from ..kernels.sgemm.specs import tma_ffma_boxes, tma_ffma_maps_fit
+        from .hgemm_tma import tensor_map
+
+        if tma_ffma_maps_fit(problem.M, problem.N, problem.K, A.data.ptr, B.data.ptr):
+            (ra, ca, sa), (rb, cb, sb) = (tma_ffma_boxes(self.params)[k] for k in ("A", "B"))
+            return (tensor_map(A, (ra, ca), sa), tensor_map(B, (rb, cb), sb)), 1
+        if getattr(self, "_stand_in", None) is None:
+            import cupy as cp
+
+            self._stand_in = cp.zeros((1, 4), dtype=cp.float32)
+        stand_in = tensor_map(self._stand_in, (1, 4), 0)
+        return (stand_in, stand_in), 0
+
     def _enqueue_reduce(self, problem: GemmProblem, slices: int, c_ptr: int, stream) -> None:
         from ..cuda.launch import launch_kernel
 
@@ -109,7 +126,7 @@ class GemmRunner(PreparedImpl):
         if self.compiled is None:
             self.impl.enqueue(problem, A, B, C, int(stream.handle))
             return
-        from ..cuda.launch import launch_gemm
+        from ..cuda.launch import launch_gemm, launch_kernel
 
         geometry = self.impl.launch(problem, self.params)
         extra: tuple[int, ...] = ()
@@ -117,8 +134,14 @@ class GemmRunner(PreparedImpl):
         if self.impl.takes_workspace:
             floats = self.impl.workspace_floats(problem, self.params)
             extra = (self._workspace_ptr(problem, floats, stream) if floats else 0,)
-        launch_gemm(self.compiled, geometry, stream, problem.M, problem.N, problem.K, problem.alpha,
-                    A.data.ptr, B.data.ptr, problem.beta, C.data.ptr, *extra)
+        if "tma_maps" in self.impl.tags:  # rung 15: tensor maps first, their flag last
+            maps, flag = self._tensor_maps(problem, A, B)
+            launch_kernel(self.compiled, geometry, stream, *maps, np.int32(problem.M), np.int32(problem.N),
+                          np.int32(problem.K), np.float32(problem.alpha), A.data.ptr, B.data.ptr,
+                          np.float32(problem.beta), C.data.ptr, *extra, np.int32(flag))
+        else:
+            launch_gemm(self.compiled, geometry, stream, problem.M, problem.N, problem.K, problem.alpha,
+                        A.data.ptr, B.data.ptr, problem.beta, C.data.ptr, *extra)
         if self.reduce is not None and slices > 1:
             self._enqueue_reduce(problem, slices, C.data.ptr, stream)
 

@@ -1,22 +1,27 @@
 // Rung 15 - the copy engine feeds the FFMA core (Hopper only).
 // Idea: in rung 14 the same 256 threads issue the global loads, the transposing stores, the
 //   cp.async copies with their addresses and predicates, the barrier and the FFMAs: a tenth of
-//   the main loop is not FFMA. Here a producer warpgroup (40 registers) owns every copy - one
-//   lane per row issues a cp.async.bulk (TMA's non-tensor mode) of that row of A or B into its
-//   stage, completing on the stage's full mbarrier - and two math warpgroups (232 registers
-//   through setmaxnreg, where the whole block would get 168) only wait, read fragments,
-//   multiply 8x16 outputs a thread and free the stage on its empty mbarrier.
+//   the main loop is not FFMA. Here one producer thread brings a whole stage with two TMA tensor
+//   copies (one box of A, one of B, described by tensor maps made once on the host) onto the
+//   stage's full mbarrier, and two math warpgroups (232 registers through setmaxnreg, where the
+//   whole block would get 168) only wait, read fragments, multiply 8x16 outputs a thread and
+//   free the stage on its empty mbarrier.
 // Should move: the FFMA share of the main loop from rung 14's 90% (gemmlab analyze: 94% here)
 //   and the issue slots the math warps lose to copies; measured against rung 14, the table
 //   shows what the copy engine is worth to FP32 GEMM.
 //
 // Notes on the choices:
-//   - the copy engine does not transpose, so A stays in rows of BK floats, padded to BK + 4: a
-//     thread reads its 8 rows 4 K values at a time (ptxas merges the K pairs into LDS.128), and
-//     the padding puts the 8 rows a quarter-warp reads 20 words apart (BK = 16): no conflict;
-//   - any shape: the copies need 16-byte rows (K % 4, N % 4, aligned bases), otherwise the
-//     producer warpgroup copies element by element into the same stages; zeros past M, N and K
-//     are written by the producer, so the math needs no predicate;
+//   - the first build fed each stage with 272 cp.async.bulk copies, one per row of A and B:
+//     Nsight Compute showed the math warps stalled on the full barrier (long scoreboard 9.4 of
+//     12.7 cycles an instruction, issue slots 23% busy, DRAM 0.8%) - 23.5% of cuBLAS. Two tensor
+//     copies a stage are what the copy engine is built for;
+//   - the copy engine does not transpose, so A stays in rows of BK floats; the tensor map's
+//     swizzle (one row's span: BK * 4 bytes) permutes each row's 16-byte chunks by the row, so
+//     the 8 rows a quarter-warp reads with LDS.128 fall in 8 distinct bank groups (a_index);
+//   - TMA writes zeros past M, N and K, so edge tiles need neither predicates nor a zeroing
+//     pass; shapes whose rows are not 16-byte multiples (K or N not a multiple of 4) cannot be
+//     described by a tensor map, and there (maps == 0) the producer warpgroup copies element by
+//     element into the same swizzled stages;
 //   - split-K over gridDim.z and the swizzled tile order are rung 13's.
 #include "ffma_order.cuh"
 #include "gmem_tiles.cuh"
@@ -25,34 +30,45 @@
 namespace gemmlab {
 namespace tma_ffma {
 
-// `bytes` (a multiple of 16) from global `src` to shared `dst` (both 16-byte aligned) by the
-// copy engine; the bytes count as a transaction on `bar`.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                     hg::smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(hg::smem_u32(bar))
-                 : "memory");
+// Where A's element (r, k) lies in a stage: rows of BK floats whose 16-byte chunks TMA's
+// swizzle (CUTLASS's Swizzle<log2(BK / 4), 4, 3>, its span one row) XORs with bits of the row.
+template <int BK>
+__device__ __forceinline__ int a_chunk_xor(int r) {
+    constexpr int ROW_BYTES = 4 * BK;
+    return (r / (128 / ROW_BYTES)) & (ROW_BYTES / 16 - 1);
+}
+
+template <int BK>
+__device__ __forceinline__ int a_index(int r, int k) {
+    return r * BK + 4 * ((k / 4) ^ a_chunk_xor<BK>(r)) + k % 4;
+}
+
+__device__ __forceinline__ float component(const float4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
 }  // namespace tma_ffma
 
 // BM x BN block tile of 8 warps with 64 x 64 warp tiles (8 x 16 outputs a thread); BK K values a
-// stage; STAGES stages in flight.
+// stage; STAGES stages in flight. tmA / tmB: tensor maps over A (MxK, box BM x BK, swizzled) and
+// B (KxN, box BK x BN), used when `maps` is 1; A and B themselves serve the element-wise path.
 template <int BM, int BN, int BK, int STAGES, int GROUP, int ORDER>
 __global__ void __launch_bounds__(384, 1)
-sgemm_tma_ffma(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
-               float beta, float* __restrict__ C, float* __restrict__ W) {
+sgemm_tma_ffma(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmB, int M, int N, int K,
+               float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
+               float* __restrict__ C, float* __restrict__ W, int maps) {
     constexpr int WM = 64, WN = 64, TM = 8, TN = 16;
-    constexpr int LM = 8;                         // a warp's lanes along M (and 4 along N)
-    constexpr int LDA = BK + 4;                   // A rows padded by 16 bytes: conflict-free reads
-    constexpr int A_STAGE = BM * LDA, B_STAGE = BK * BN;  // floats
+    constexpr int LM = 8;                                 // a warp's lanes along M (and 4 along N)
+    constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;  // floats
     constexpr int STAGE = A_STAGE + B_STAGE;
     static_assert((BM / WM) * (BN / WN) == 8, "8 math warps of 64 x 64");
-    static_assert(BK % 4 == 0 && BK >= 4, "A rows are whole 16-byte copies");
-    static_assert((A_STAGE * 4) % 16 == 0 && (STAGE * 4) % 16 == 0, "stages stay 16-byte aligned");
+    static_assert(BK == 8 || BK == 16 || BK == 32, "A rows span a TMA swizzle: 32, 64 or 128 bytes");
+    static_assert((A_STAGE * 4) % 1024 == 0 && (STAGE * 4) % 1024 == 0, "stages keep the swizzle's 1024-byte alignment");
     static_assert(STAGES >= 2 && GROUP >= 1, "a pipeline needs two stages; GROUP >= 1");
 
-    extern __shared__ __align__(16) float smem[];
+    // the swizzle repeats every 1024 bytes of shared address: align the stages to it
+    extern __shared__ unsigned char smem_raw[];
+    float* smem = reinterpret_cast<float*>(smem_raw + ((1024 - (hg::smem_u32(smem_raw) & 1023)) & 1023));
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
 
     int row0, col0, tBegin, tiles;
@@ -62,7 +78,7 @@ sgemm_tma_ffma(int M, int N, int K, float alpha, const float* __restrict__ A, co
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            hop::mbar_init(&full[s], 128);  // every producer thread arrives (one with the byte count)
+            hop::mbar_init(&full[s], maps ? 1 : 128);  // the copying thread (with the bytes), or all 128
             hop::mbar_init(&empty[s], 256);  // every math thread, after its own reads of the stage
         }
         hop::fence_barrier_init();  // visible to the copy engine too
@@ -71,60 +87,40 @@ sgemm_tma_ffma(int M, int N, int K, float alpha, const float* __restrict__ A, co
 
     if (warp < 4) {  // the producer warpgroup
         hop::setmaxnreg_dec<40>();
-        // One uniform choice for the block: bulk copies need 16-byte aligned rows.
-        const bool vec = (K % 4 == 0) && (N % 4 == 0) && aligned16(A) && aligned16(B);
-        const int rowsA = max(0, min(BM, M - row0)), cols = max(0, min(BN, N - col0));
-        for (int t = 0; t < tiles; ++t) {
-            const int s = t % STAGES;
-            if (t >= STAGES) hop::mbar_wait(&empty[s], (t / STAGES - 1) & 1);
-            float* as = smem + s * STAGE;
-            float* bs = as + A_STAGE;
-            const int k0 = (tBegin + t) * BK;
-            const int kin = max(0, min(BK, K - k0));  // K values of this stage inside the matrix
-            if (vec) {
-                if (warp == 0) {
-                    if (lane == 0) hop::mbar_expect_tx(&full[s], 4u * (rowsA * kin + kin * cols));
-                    __syncwarp();
-                    // A: one copy per row inside M; B: one per K row inside K
+        if (maps) {
+            if (threadIdx.x == 0)
 #pragma unroll 1
-                    for (int r = lane; r < rowsA; r += 32)
-                        if (kin > 0) tma_ffma::bulk_copy(as + r * LDA, A + (long long)(row0 + r) * K + k0, 4u * kin, &full[s]);
-#pragma unroll 1
-                    for (int k = lane; k < kin; k += 32)
-                        if (cols > 0) tma_ffma::bulk_copy(bs + k * BN, B + (long long)(k0 + k) * N + col0, 4u * cols, &full[s]);
-                    if (lane != 0) hop::mbar_arrive(&full[s]);  // lane 0 arrived with the byte count
-                } else {
-                    // the rest of the producer warpgroup writes the zeros past the edges (never
-                    // where a copy lands): A's K tail and rows past M, B's columns past N and
-                    // rows past K - nothing at all for a tile inside the matrix
-                    const int p = threadIdx.x - 32;  // 0..95
-                    if (kin < BK || rowsA < BM)
-#pragma unroll 1
-                        for (int i = p; i < BM * BK; i += 96) {
-                            const int r = i / BK, k = i % BK;
-                            if (r >= rowsA || k >= kin) as[r * LDA + k] = 0.0f;
-                        }
-                    if (kin < BK || cols < BN)
-#pragma unroll 1
-                        for (int i = p; i < BK * BN; i += 96) {
-                            const int k = i / BN, n = i % BN;
-                            if (k >= kin || n >= cols) bs[k * BN + n] = 0.0f;
-                        }
-                    hop::mbar_arrive(&full[s]);
+                for (int t = 0; t < tiles; ++t) {
+                    const int s = t % STAGES;
+                    if (t >= STAGES) hop::mbar_wait(&empty[s], (t / STAGES - 1) & 1);
+                    float* as = smem + s * STAGE;
+                    const int k0 = (tBegin + t) * BK;
+                    // whole boxes, zeros past the edges included, so the byte count is constant
+                    hop::mbar_expect_tx(&full[s], 4u * STAGE);
+                    hop::tma_load_2d(as, tmA, &full[s], k0, row0);
+                    hop::tma_load_2d(as + A_STAGE, tmB, &full[s], col0, k0);
                 }
-            } else {
-                // Any shape and alignment: the producer warpgroup copies element by element,
-                // zeros outside the matrix.
-                const int p = threadIdx.x;  // 0..127
+        } else {
+            // Rows TMA cannot describe: the producer warpgroup copies element by element into
+            // the same layout, zeros outside the matrix.
+            const int p = threadIdx.x;  // 0..127
+#pragma unroll 1
+            for (int t = 0; t < tiles; ++t) {
+                const int s = t % STAGES;
+                if (t >= STAGES) hop::mbar_wait(&empty[s], (t / STAGES - 1) & 1);
+                float* as = smem + s * STAGE;
+                float* bs = as + A_STAGE;
+                const int k0 = (tBegin + t) * BK;
 #pragma unroll 1
                 for (int i = p; i < BM * BK; i += 128) {
                     const int r = i / BK, k = i % BK;
-                    as[r * LDA + k] = (r < rowsA && k < kin) ? A[(long long)(row0 + r) * K + k0 + k] : 0.0f;
+                    as[tma_ffma::a_index<BK>(r, k)] =
+                        (row0 + r < M && k0 + k < K) ? A[(long long)(row0 + r) * K + k0 + k] : 0.0f;
                 }
 #pragma unroll 1
                 for (int i = p; i < BK * BN; i += 128) {
                     const int k = i / BN, n = i % BN;
-                    bs[k * BN + n] = (k < kin && n < cols) ? B[(long long)(k0 + k) * N + col0 + n] : 0.0f;
+                    bs[k * BN + n] = (k0 + k < K && col0 + n < N) ? B[(long long)(k0 + k) * N + col0 + n] : 0.0f;
                 }
                 hop::mbar_arrive(&full[s]);
             }
@@ -144,29 +140,30 @@ sgemm_tma_ffma(int M, int N, int K, float alpha, const float* __restrict__ A, co
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
+    // The 8 rows of a thread lie 8 apart, so their chunks share one XOR (a_chunk_xor).
+    const int chunk_xor = tma_ffma::a_chunk_xor<BK>(aRow);
     for (int t = 0; t < tiles; ++t) {
         const int s = t % STAGES;
         hop::mbar_wait(&full[s], (t / STAGES) & 1);
-        const float* as = smem + s * STAGE + aRow * LDA;
+        const float* as = smem + s * STAGE + aRow * BK;
         const float* bs = smem + s * STAGE + A_STAGE + bCol;
 #pragma unroll
-        for (int kp = 0; kp < BK / 2; ++kp) {  // K values 2 kp and 2 kp + 1
-            float fa0[TM], fa1[TM], fb0[TN], fb1[TN];
+        for (int q = 0; q < BK / 4; ++q) {  // K values 4 q .. 4 q + 3: one LDS.128 a row
+            float4 fa[TM];
 #pragma unroll
-            for (int i = 0; i < TM; ++i) {
-                const float2 v = *reinterpret_cast<const float2*>(as + i * LM * LDA + 2 * kp);
-                fa0[i] = v.x;
-                fa1[i] = v.y;
-            }
+            for (int i = 0; i < TM; ++i) fa[i] = load_float4(as + i * LM * BK + 4 * (q ^ chunk_xor));
 #pragma unroll
-            for (int c = 0; c < TN / 4; ++c) {
-                const float4 v0 = load_float4(bs + (2 * kp) * BN + c * 16);
-                const float4 v1 = load_float4(bs + (2 * kp + 1) * BN + c * 16);
-                fb0[4 * c] = v0.x; fb0[4 * c + 1] = v0.y; fb0[4 * c + 2] = v0.z; fb0[4 * c + 3] = v0.w;
-                fb1[4 * c] = v1.x; fb1[4 * c + 1] = v1.y; fb1[4 * c + 2] = v1.z; fb1[4 * c + 3] = v1.w;
+            for (int kk = 0; kk < 4; ++kk) {
+                float a[TM], b[TN];
+#pragma unroll
+                for (int i = 0; i < TM; ++i) a[i] = tma_ffma::component(fa[i], kk);
+#pragma unroll
+                for (int c = 0; c < TN / 4; ++c) {
+                    const float4 v = load_float4(bs + (4 * q + kk) * BN + c * 16);
+                    b[4 * c] = v.x; b[4 * c + 1] = v.y; b[4 * c + 2] = v.z; b[4 * c + 3] = v.w;
+                }
+                outer_product<TM, TN, ORDER>(acc, a, b);
             }
-            outer_product<TM, TN, ORDER>(acc, fa0, fb0);
-            outer_product<TM, TN, ORDER>(acc, fa1, fb1);
         }
         // Each thread releases its own reads of stage s: the arrive orders them before the
         // producer's next writes there (one arrival a warp after __syncwarp would rely on the

@@ -602,8 +602,23 @@ BIGTILE = KernelSpec(
 # ================================================================================================
 
 def tma_ffma_smem(v) -> int:
-    """STAGES stages of an A tile (BM rows of BK floats padded by 4) and a B tile (BK x BN)."""
-    return 4 * v["STAGES"] * (v["BM"] * (v["BK"] + 4) + v["BK"] * v["BN"])
+    """STAGES stages of an A tile (BM rows of BK floats) and a B tile (BK x BN), plus the slack
+    that aligns them to the swizzle's 1024 bytes."""
+    return 4 * v["STAGES"] * (v["BM"] * v["BK"] + v["BK"] * v["BN"]) + 1024
+
+
+def tma_ffma_boxes(v) -> dict[str, tuple[int, int, int]]:
+    """Rung 15's tensor maps: (box rows, box columns, swizzle bytes) of A (BM rows of one K tile,
+    the swizzle spanning one row, BK * 4 bytes: the bank spread its fragment reads rely on) and
+    of B (one K tile of BN columns, unswizzled)."""
+    return {"A": (v["BM"], v["BK"], 4 * v["BK"]), "B": (v["BK"], v["BN"], 0)}
+
+
+def tma_ffma_maps_fit(M: int, N: int, K: int, a_ptr: int, b_ptr: int) -> bool:
+    """Whether tensor maps can describe A (MxK) and B (KxN) as they lie: rows of 16-byte
+    multiples and 16-byte aligned bases (cuTensorMapEncodeTiled's rules). Else the kernel's
+    producer copies element by element (its `maps` argument 0)."""
+    return K % 4 == 0 and N % 4 == 0 and a_ptr % 16 == 0 and b_ptr % 16 == 0
 
 
 def _tma_ffma_grid(p: GemmProblem, v) -> Launch:
@@ -615,11 +630,12 @@ def _tma_ffma_grid(p: GemmProblem, v) -> Launch:
 
 TMA_FFMA = KernelSpec(
     name="tma_ffma", op="sgemm", rung=15, title="copy engine + warp-specialised FFMA core (Hopper)",
-    idea="a producer warpgroup (40 registers) brings every row of A and B with cp.async.bulk onto mbarriers; "
+    idea="one producer thread brings each stage with two TMA tensor copies (A swizzled, B) onto mbarriers; "
          "two math warpgroups (232 registers, setmaxnreg) only read fragments and multiply 8x16 outputs a thread",
     source="sgemm/15_tma_ffma.cu", entry="gemmlab::sgemm_tma_ffma", seed="gemmlab",
-    # Defaults: cuBLAS's 256x128 block tile and rung 14's FFMA order. Measured on an H100 at 23.5%
-    # of cuBLAS (4096^3): fed by 272 row copies a stage, not tuned yet (docs/ladder.md, rung 15).
+    # Defaults: cuBLAS's 256x128 block tile and rung 14's FFMA order (docs/ladder.md, rung 15).
+    # Signature: (tensor map A, tensor map B, M, N, K, alpha, A, B, beta, C, W, maps) - the maps
+    # first (tma_ffma_boxes), `maps` last: 1 when the host encoded them (tma_ffma_maps_fit).
     params=(Param("BM", 256, (128, 256)), Param("BN", 128, (128, 256)), Param("BK", 16, (8, 16, 32)),
             Param("STAGES", 4, (2, 3, 4, 5, 6)), Param("GROUP", 8, (1, 4, 8, 16)),
             Param("ORDER", 3, (0, 1, 2, 3), "FFMA order: rows, columns, snaking rows, snaking columns"),
@@ -627,7 +643,7 @@ TMA_FFMA = KernelSpec(
     constraints=(
         Constraint("BM x BN must be 8 warp tiles of 64 x 64 (256x128 or 128x256)",
                    lambda v: v["BM"] % 64 == 0 and v["BN"] % 64 == 0 and (v["BM"] // 64) * (v["BN"] // 64) == 8),
-        Constraint("BK must be 8, 16 or 32 (whole 16-byte rows of A, pairs of K values)",
+        Constraint("BK must be 8, 16 or 32 (a row of A spans one TMA swizzle: 32, 64 or 128 bytes)",
                    lambda v: v["BK"] in (8, 16, 32)),
         Constraint("STAGES must be >= 2", lambda v: v["STAGES"] >= 2),
         Constraint("GROUP must be >= 1", lambda v: v["GROUP"] >= 1),
@@ -639,7 +655,7 @@ TMA_FFMA = KernelSpec(
     splitk_reduce=SPLITK_REDUCE,
     threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers
     block_tile=lambda v: (v["BM"], v["BN"]),
-    geometry=_tma_ffma_grid, arch="sm_90a",
+    geometry=_tma_ffma_grid, arch="sm_90a", tags=("tma_maps",),
 )
 
 register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT, BIGTILE, TMA_FFMA)
