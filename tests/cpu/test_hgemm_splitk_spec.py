@@ -24,13 +24,16 @@ def _p(M, N, K, dtype="bf16"):
     return GemmProblem(M, N, K, 1.0, 0.0, dtype)
 
 
-def test_splitk_is_a_launch_parameter_with_default_one():
+def test_splitk_is_a_launch_parameter_automatic_by_default():
     param = next(p for p in PERSISTENT.params if p.name == "SPLITK")
-    assert not param.template and param.default == 1 and 1 in param.space
+    assert not param.template and param.default == 0 and {0, 1} <= set(param.space)
     assert "SPLITK" in TF32.defaults
     v = PERSISTENT.resolve({})
-    assert specs.persistent_splits(_p(512, 512, 8192), v) == 1
-    assert PERSISTENT.workspace_floats(_p(512, 512, 8192), v) == 0, "whole tiles need no workspace"
+    assert specs.persistent_splits(_p(512, 512, 8192), v) == 8, "4 cluster tiles for 66 cluster slots"
+    assert PERSISTENT.workspace_floats(_p(512, 512, 8192), v) > 0
+    assert specs.persistent_splits(_p(4096, 4096, 4096), v) == 1
+    whole = PERSISTENT.resolve({"SPLITK": 1})
+    assert PERSISTENT.workspace_floats(_p(512, 512, 8192), whole) == 0, "whole tiles need no workspace"
 
 
 def test_given_splits_are_clamped_to_the_k_tiles():

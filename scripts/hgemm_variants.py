@@ -1,0 +1,51 @@
+"""Time rung 5 (persistent) under several tile / cluster / split-K choices beside cuBLAS, one
+table row per shape, each figure a share of cuBLAS in the same run (gemmlab's bench harness:
+verified first, cold L2, median of 10). What docs/tensor-cores.md's split-K re-measurement and
+the choice of dispatch candidates rest on.
+
+    PYTHONPATH=src python3 scripts/hgemm_variants.py --dtype bf16 \\
+        --sizes 512x512x8192,1024,1000x3000x2000 --bn 128,256 --cm 1,2 --splitk 1,0
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--sizes", default="512x512x8192,1024,1000x3000x2000,3072,128x4096x4096,2048,4097")
+    ap.add_argument("--bn", default="128,256")
+    ap.add_argument("--cm", default="1,2")
+    ap.add_argument("--splitk", default="1,0")
+    args = ap.parse_args()
+
+    from gemmlab import registry
+    import gemmlab.ops.hgemm  # noqa: F401  (registers the hgemm ladder and cuBLAS)
+    from gemmlab.harness.bench import BenchOptions, run_bench
+    from gemmlab.problem import GemmProblem, parse_shape
+
+    ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
+    grid = list(itertools.product(ints(args.bn), ints(args.cm), ints(args.splitk)))
+    base = registry.get("persistent", "hgemm")
+    variants = [base.variant(f"bn{bn}c{cm}s{sk}", "variant", "variant", BN=bn, CM=cm, SPLITK=sk)
+                for bn, cm, sk in grid]
+    impls = variants + [registry.get("cublas", "hgemm")]
+    options = BenchOptions(warmup=3, repeat=10, min_time_ms=20.0)
+    print(f"| shape | cuBLAS TFLOP/s | " + " | ".join(v.name for v in variants) + " |")
+    print("|---|---:|" + "---:|" * len(variants))
+    for size in args.sizes.split(","):
+        M, N, K = parse_shape(size)
+        points = {p.impl: p for p in run_bench(impls, [GemmProblem(M, N, K, 1.0, 0.0, args.dtype)], options)}
+        ref = points["cublas"].gflops if points["cublas"].status == "PASS" else None
+        cells = []
+        for v in variants:
+            p = points[v.name]
+            ok = p.status == "PASS" and p.gflops and ref
+            cells.append(f"{100 * p.gflops / ref:.1f}%" if ok else p.status)
+        print(f"| {size} | {ref / 1000 if ref else 0:.1f} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
