@@ -6,6 +6,8 @@ package's src/gemmlab/api/dispatch.json.
     PYTHONPATH=src python3 scripts/build_dispatch.py --out $OUT/dispatch-h100.json
     PYTHONPATH=src python3 scripts/build_dispatch.py --ops sgemm --tuned tune.db --out $OUT/sgemm-h100.json
         (each kernel also measured with the parameters `gemmlab tune` recorded on this GPU)
+    PYTHONPATH=src python3 scripts/build_dispatch.py --ops sgemm --table src/gemmlab/api/dispatch.json ...
+        (and with every parameter set the current table lists for this GPU: earlier tuning kept)
     python3 scripts/build_dispatch.py --merge h100.json h200.json --out src/gemmlab/api/dispatch.json
     python3 scripts/build_dispatch.py --update src/gemmlab/api/dispatch.json --merge sgemm-h100.json \
         --out src/gemmlab/api/dispatch.json   (re-measured ops replace theirs in a GPU's table)
@@ -30,10 +32,13 @@ GEMM_SHAPES = [(64, 64, 64), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024
 # sgemm also covers issue 15's FP32 suite (the wave-quantisation shapes among them)
 SGEMM_EXTRA_SHAPES = [(3072, 3072, 3072), (4097, 4097, 4097), (6144, 2048, 4096), (2000, 2000, 8000),
                       (8192, 8192, 256)]
+# hgemm also covers issue 14's tensor-core suite (K-heavy, odd, tall and K-light shapes)
+HGEMM_EXTRA_SHAPES = [(512, 512, 8192), (3072, 3072, 3072), (4097, 4097, 4097), (6144, 2048, 4096),
+                      (2000, 2000, 8000), (8192, 8192, 256), (16384, 1024, 4096)]
 BATCHES = [(256, 128), (64, 256), (16, 512), (4, 1024), (2, 2048)]  # batch, cube size
 SUM_SIZES = [1 << k for k in (10, 14, 18, 20, 22, 24, 26, 28)]
 CANDIDATES = {
-    ("sgemm", "fp32"): ["autotuned", "async_pipeline", "hopper_simt", "bigtile", "cublas"],
+    ("sgemm", "fp32"): ["autotuned", "async_pipeline", "hopper_simt", "bigtile", "tma_ffma", "cublas"],
     ("hgemm", "fp16"): ["persistent", "warp_specialized", "mma_sync", "cublas"],
     ("hgemm", "bf16"): ["persistent", "warp_specialized", "mma_sync", "cublas"],
     ("hgemm", "tf32"): ["tf32_wgmma", "cublas"],
@@ -49,7 +54,7 @@ def problems(op: str, dtype: str):
         return [ReduceProblem(n) for n in SUM_SIZES]
     if op == "bgemm":
         return [BatchedGemmProblem(n, n, n, 1.0, 0.0, batch=b) for b, n in BATCHES]
-    shapes = GEMM_SHAPES + (SGEMM_EXTRA_SHAPES if op == "sgemm" else [])
+    shapes = GEMM_SHAPES + {"sgemm": SGEMM_EXTRA_SHAPES, "hgemm": HGEMM_EXTRA_SHAPES}.get(op, [])
     return [GemmProblem(m, n, k, 1.0, 0.0, dtype) for m, n, k in shapes]
 
 
@@ -73,6 +78,29 @@ def tuned_candidates(impls: list, problem, tuned: str | None, gpu: str) -> list:
     return out
 
 
+def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
+    """Each kernel of `impls` again under every other parameter set that the dispatch table
+    `table` (--table) lists for this GPU, op, dtype and shape: tuned variants measured earlier
+    stay candidates when the table is measured again without their tuning database."""
+    if not table:
+        return []
+    entry = next((e for t in json.load(open(table))["gpus"] if t["gpu"] == gpu for e in t["entries"]
+                  if e["op"] == problem.op and e["dtype"] == getattr(problem, "dtype", "fp32")
+                  and e["shape"] == dims(problem)), None)
+    by_name = {i.name: i for i in impls if i.kind == "kernel"}
+    out, seen = [], set()
+    for c in entry["candidates"] if entry else []:
+        impl = by_name.get(c["impl"])
+        if impl is None or impl.failed_constraints({**impl.defaults, **c["params"]}):
+            continue
+        params = impl.resolve(c["params"])
+        key = (impl.name, json.dumps(params, sort_keys=True))
+        if params != impl.resolve({}) and key not in seen:
+            seen.add(key)
+            out.append(impl.variant(impl.name, impl.title, impl.idea, **params))
+    return out
+
+
 def dims(problem) -> list[int]:
     if problem.op == "reduce":
         return [problem.n]
@@ -81,7 +109,7 @@ def dims(problem) -> list[int]:
     return [problem.M, problem.N, problem.K]
 
 
-def measure(only: set[str] | None, tuned: str | None = None) -> dict:
+def measure(only: set[str] | None, tuned: str | None = None, table: str | None = None) -> dict:
     from gemmlab import registry
     from gemmlab.cuda.device import info
     from gemmlab.harness.bench import BenchOptions, run_bench
@@ -102,6 +130,9 @@ def measure(only: set[str] | None, tuned: str | None = None) -> dict:
         for problem in problems(op, dtype):
             points = run_bench(impls, [problem], options)
             extra = tuned_candidates(impls, problem, tuned, info().name)
+            known = {(v.name, json.dumps(v.defaults, sort_keys=True)) for v in extra}
+            extra += [v for v in table_candidates(impls, problem, table, info().name)
+                      if (v.name, json.dumps(v.defaults, sort_keys=True)) not in known]
             points += run_bench(extra, [problem], options) if extra else []
             ranked = []
             for p in points:
@@ -152,6 +183,8 @@ def main() -> int:
     parser.add_argument("--update", help="with --merge: a full table whose GPUs take the merged parts' ops")
     parser.add_argument("--tuned", help="a `gemmlab tune` database: each kernel is also measured with the "
                                         "parameters tuned on this GPU at the nearest tuned shape")
+    parser.add_argument("--table", help="a dispatch table (e.g. src/gemmlab/api/dispatch.json): each kernel is also "
+                                        "measured with every parameter set it lists for this GPU and shape")
     args = parser.parse_args()
     if args.merge:
         from gemmlab.api.dispatch import validate_tables
@@ -168,7 +201,7 @@ def main() -> int:
             json.dump(data, f, indent=1)
             f.write("\n")
         return 0
-    table = measure(set(args.ops.split(",")) if args.ops else None, args.tuned)
+    table = measure(set(args.ops.split(",")) if args.ops else None, args.tuned, args.table)
     with open(args.out, "w") as f:
         json.dump(table, f, indent=1)
     return 0

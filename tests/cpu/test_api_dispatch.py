@@ -180,3 +180,18 @@ def test_out_dtype_spellings():
     assert out_name(np.float32) == out_name("float32") == "fp32" and out_name(None) is None
     with pytest.raises(BadArgumentError, match="out_dtype must be"):
         out_name(["bf16"])  # unhashable: refused in one line, not a TypeError
+
+
+def test_rung_15_is_dispatched_only_where_tensor_maps_describe_the_rows():
+    """The shipped H100 table sends 1024^3 to tma_ffma; a nearby shape with K % 4 != 0 (its
+    element-wise path, a tenth of the speed) goes to the next candidate, and explain says why."""
+    from gemmlab.api import core
+    from gemmlab.problem import GemmProblem
+
+    gpu = "NVIDIA H100 80GB HBM3"
+    choice, _, _ = core.choose("sgemm", GemmProblem(1024, 1024, 1024, 1.0, 0.0), (1024, 1024, 1024), None, None,
+                               gpu, "sm_90")
+    assert choice.impl == "tma_ffma"
+    odd, _, _ = core.choose("sgemm", GemmProblem(1024, 1024, 1022, 1.0, 0.0), (1024, 1024, 1022), None, None,
+                            gpu, "sm_90")
+    assert odd.impl != "tma_ffma" and "skipped tma_ffma: K and N must be multiples of 4" in odd.reason

@@ -60,3 +60,32 @@ def test_tuned_candidates_come_from_the_gpus_own_tuning(tmp_path):
     assert [(c.name, c.resolve({})) for c in got] == [("bigtile", tuned)]
     assert mod.tuned_candidates([spec], problem, None, "GPU A") == []
     assert mod.tuned_candidates([spec], problem, str(path), "GPU C") == []
+
+
+def test_table_candidates_carry_the_tables_parameter_sets(tmp_path):
+    """--table FILE: every other parameter set the table lists for this GPU, op, dtype and exact
+    shape is measured again (tuned points survive a re-measurement without their database);
+    defaults, repeats, libraries, other GPUs, other shapes and sets the spec now refuses add nothing."""
+    import json
+
+    from gemmlab import registry
+    from gemmlab.problem import GemmProblem
+
+    mod = _module()
+    spec = registry.get("bigtile")
+    tuned = {**spec.defaults, "BM": 64, "BN": 256, "NT": 128}
+    cands = [{"impl": "bigtile", "params": tuned, "figure": 3.0}, {"impl": "bigtile", "params": dict(tuned), "figure": 2.9},
+             {"impl": "bigtile", "params": spec.defaults, "figure": 2.0}, {"impl": "cublas", "params": {}, "figure": 4.0},
+             {"impl": "bigtile", "params": {**spec.defaults, "BM": 3}, "figure": 1.0}]
+    table = {"gpus": [{"gpu": "GPU A", "entries": [{"op": "sgemm", "dtype": "fp32", "shape": [2048, 2048, 2048],
+                                                      "candidates": cands}]},
+                      {"gpu": "GPU B", "entries": [{"op": "sgemm", "dtype": "fp32", "shape": [2048, 2048, 2048],
+                                                      "candidates": [{"impl": "bigtile", "params": {**tuned, "BN": 128},
+                                                                      "figure": 9.0}]}]}]}
+    path = tmp_path / "dispatch.json"
+    path.write_text(json.dumps(table))
+    impls = [spec, registry.get("cublas", "sgemm")]
+    got = mod.table_candidates(impls, GemmProblem(2048, 2048, 2048, 1.0, 0.0), str(path), "GPU A")
+    assert [(c.name, c.resolve({})) for c in got] == [("bigtile", spec.resolve(tuned))]
+    assert mod.table_candidates(impls, GemmProblem(2048, 2048, 2049, 1.0, 0.0), str(path), "GPU A") == []
+    assert mod.table_candidates(impls, GemmProblem(2048, 2048, 2048, 1.0, 0.0), None, "GPU A") == []

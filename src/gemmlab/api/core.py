@@ -114,6 +114,22 @@ def refusal(op_name: str, name: str, problem, arch: str) -> str:
     return ops.get(op_name).refusal(impl, problem)
 
 
+def slow_path(op_name: str, name: str, problem) -> str:
+    """Why the dispatch passes over an implementation that can run `problem`, but only on a slow
+    path ("" when it does not): rung 15 (tensor maps) on rows that no tensor map can describe
+    (K or N not a multiple of 4), where its producer copies element by element at a tenth of
+    its speed. A caller who names it still gets it."""
+    if op_name != "sgemm":
+        return ""
+    from .. import registry
+    from ..kernels.sgemm.specs import tma_ffma_maps_fit
+
+    spec = registry.get(name, op_name)
+    if "tma_maps" in spec.tags and not tma_ffma_maps_fit(problem.M, problem.N, problem.K, 0, 0):
+        return "K and N must be multiples of 4 for its tensor maps (else a slow element-wise copy)"
+    return ""
+
+
 def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
            gpu: str | None = None, arch: str | None = None):
     """(Choice, registry entry, parameters) for a problem: the caller's implementation or the
@@ -125,7 +141,7 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
         choice = dispatch.named(impl, params)
     else:
         choice = dispatch.choose(op_name, problem_dtype(op_name, problem), dims, gpu, arch,
-                                 lambda name: refusal(op_name, name, problem, arch))
+                                 lambda name: refusal(op_name, name, problem, arch) or slow_path(op_name, name, problem))
     spec = lookup(op_name, choice.impl)
     chosen = choice.params if params is None else dict(params)
     if params is None and spec.kind == "kernel" and op_name != "reduce":
