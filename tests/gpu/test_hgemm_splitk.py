@@ -13,6 +13,7 @@ import pytest
 from gemmlab import registry
 from gemmlab.harness.bench import verify_sweep
 from gemmlab.ops import hgemm_check as hv
+from gemmlab.ops.base import device_inputs
 from gemmlab.problem import GemmProblem
 
 from .hgemm_sweeps import assert_all_pass, skip_unavailable
@@ -66,11 +67,11 @@ def _run_twice(params, problem):
     from gemmlab.ops.hgemm import HgemmRunner
 
     runner = HgemmRunner(PERSISTENT, params, dtype=problem.dtype)
-    A, B, _ = hv.make_inputs(problem, 31)
+    A, B, _ = device_inputs(hv.make_inputs, problem, 31)  # finished before the other stream reads them
     stream = device().create_stream()
     outs = []
     for _ in range(2):
-        C = cp.full((problem.M, problem.N), cp.nan, dtype=cp.float32)
+        C = device_inputs(cp.full, (problem.M, problem.N), cp.nan, cp.float32)
         runner.enqueue(problem, A, B, C, stream)
         sync_or_raise(stream)
         outs.append(C)
