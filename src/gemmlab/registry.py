@@ -93,6 +93,9 @@ class KernelSpec:
     # Shapes the kernel cannot take (alignment, divisibility): "" when it can, else the reason,
     # which the harness raises as one BadArgumentError line before launching.
     problem_check: Callable[[GemmProblem], str] | None = None
+    # Shapes the kernel runs, but only on a slow path: "" when not, else why. The dispatch passes
+    # the kernel over there; a caller who names it still gets it.
+    slow_path: Callable[[GemmProblem], str] | None = None
     # The one architecture the kernel is built for, where it needs more than the device's plain
     # one (wgmma and setmaxnreg: "sm_90a", which runs on sm_90 devices only); None: any.
     arch: str | None = None
@@ -218,6 +221,7 @@ class Baseline:
     tags = ()
     dtypes = ()
     problem_check = None
+    slow_path = None
 
     @property
     def defaults(self) -> dict:

@@ -116,18 +116,11 @@ def refusal(op_name: str, name: str, problem, arch: str) -> str:
 
 def slow_path(op_name: str, name: str, problem) -> str:
     """Why the dispatch passes over an implementation that can run `problem`, but only on a slow
-    path ("" when it does not): rung 15 (tensor maps) on rows that no tensor map can describe
-    (K or N not a multiple of 4), where its producer copies element by element at a tenth of
-    its speed. A caller who names it still gets it."""
-    if op_name != "sgemm":
-        return ""
+    path (its spec's `slow_path`; "" when it does not). A caller who names it still gets it."""
     from .. import registry
-    from ..kernels.sgemm.specs import tma_ffma_maps_fit
 
-    spec = registry.get(name, op_name)
-    if "tma_maps" in spec.tags and not tma_ffma_maps_fit(problem.M, problem.N, problem.K, 0, 0):
-        return "K and N must be multiples of 4 for its tensor maps (else a slow element-wise copy)"
-    return ""
+    check = getattr(registry.get(name, op_name), "slow_path", None)
+    return check(problem) if check else ""
 
 
 def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping[str, int] | None,

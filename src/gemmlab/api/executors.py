@@ -36,6 +36,7 @@ class KernelGemm(FastGemm):
 
     path = "kernel"
     owns_workspace = False  # True with a split-K workspace: then bound to one stream
+    maps = False  # True for rung 15: tensor maps over A and B lead its arguments
 
     def __init__(self, runner, problem, batched: bool):
         self.name = runner.name
@@ -73,6 +74,7 @@ class KernelGemm(FastGemm):
                 from ..kernels.sgemm.specs import tma_ffma_boxes
 
                 self._boxes = tma_ffma_boxes(runner.params)
+                self._dims = (M, N, K)
                 self._mapped = [None, None]  # the A and B the maps now describe
                 self._flag = self.main.slots[first + 9]
             slices = geometry.grid[2]
@@ -86,14 +88,12 @@ class KernelGemm(FastGemm):
                 self.reduce.set(4, self.workspace.data.ptr)
                 self._reduce_slots = [self.reduce.slots[i] for i in (3, 5, 6)]
 
-    maps = False
-
     def _encode_maps(self, a: int, b: int) -> None:
         """Rung 15's maps over A and B where they fit (flag 1), re-encoded only for a new pointer;
         else flag 0 and the kernel copies element by element (the maps are not read)."""
         from ..kernels.sgemm.specs import tma_ffma_maps_fit
 
-        M, N, K = (self.main.slots[2 + i].value for i in range(3))
+        M, N, K = self._dims
         if not tma_ffma_maps_fit(M, N, K, a, b):
             self._flag.value = 0
             return

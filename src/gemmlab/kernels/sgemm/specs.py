@@ -615,10 +615,19 @@ def tma_ffma_boxes(v) -> dict[str, tuple[int, int, int]]:
 
 
 def tma_ffma_maps_fit(M: int, N: int, K: int, a_ptr: int, b_ptr: int) -> bool:
-    """Whether tensor maps can describe A (MxK) and B (KxN) as they lie: rows of 16-byte
-    multiples and 16-byte aligned bases (cuTensorMapEncodeTiled's rules). Else the kernel's
-    producer copies element by element (its `maps` argument 0)."""
-    return K % 4 == 0 and N % 4 == 0 and a_ptr % 16 == 0 and b_ptr % 16 == 0
+    """Whether tensor maps can describe A (MxK) and B (KxN) as they lie: TMA's row rule for
+    rows of K and N floats, and 16-byte aligned bases (cuTensorMapEncodeTiled's rules). Else the
+    kernel's producer copies element by element (its `maps` argument 0)."""
+    from ..hgemm.tma_rows import ROW_ALIGN, tma_row
+
+    return tma_row(K, 4) and tma_row(N, 4) and a_ptr % ROW_ALIGN == 0 and b_ptr % ROW_ALIGN == 0
+
+
+def _tma_ffma_slow_path(p: GemmProblem) -> str:
+    """Rows no tensor map can describe: the producer's element-wise copy, a tenth of the speed."""
+    if tma_ffma_maps_fit(p.M, p.N, p.K, 0, 0):
+        return ""
+    return "K and N must be multiples of 4 for its tensor maps (else a slow element-wise copy)"
 
 
 def _tma_ffma_grid(p: GemmProblem, v) -> Launch:
@@ -655,7 +664,7 @@ TMA_FFMA = KernelSpec(
     splitk_reduce=SPLITK_REDUCE,
     threads=lambda v: 384, smem_bytes=lambda v: 16 * v["STAGES"],  # static: full + empty mbarriers
     block_tile=lambda v: (v["BM"], v["BN"]),
-    geometry=_tma_ffma_grid, arch="sm_90a", tags=("tma_maps",),
+    geometry=_tma_ffma_grid, arch="sm_90a", tags=("tma_maps",), slow_path=_tma_ffma_slow_path,
 )
 
 register(WARPTILING, ASYNC_PIPELINE, HOPPER_SIMT, BIGTILE, TMA_FFMA)
