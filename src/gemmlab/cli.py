@@ -136,8 +136,15 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
     session.verify(op, impl, args, params)
 
 
+BENCH_IMPL_HELP = ("kernel name, a,b,c or all (with the baselines). `dispatch`: what the API runs with no "
+                   "implementation named (gemmlab.sgemm(A, B), ...) at each shape on this GPU - the shipped table's "
+                   "choice, with GEMMLAB_DB's parameters where it names one - timed as one more row, its choice "
+                   "per shape printed above the tables (--params go to the one other kernel named), e.g. gemmlab "
+                   "bench --impl dispatch,triton,cublas --sizes 1024,4096,4097,1000x3000x2000")
+
+
 @app.command()
-def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with the baselines)"),
+def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
           op: str = typer.Option("sgemm", help=OP_HELP),
           dtype: Optional[str] = typer.Option(None, help="hgemm: input type fp16 | bf16 | tf32 (default fp16)"),
           layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
@@ -170,7 +177,9 @@ def bench(impl: str = typer.Option("all", help="kernel name, a,b,c or all (with 
     args = _shape_args(op, M=M, N=N, K=K, sizes=sizes, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype,
                        layout=layout, out_dtype=out_dtype)
     options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check)
-    session.bench(op, impl, args, options, params, default_params, db, csv, json_out, markdown)
+    from .apichoice import resolve  # the API's choice, handed down: the harness may not import the API
+
+    session.bench(op, impl, args, options, params, default_params, db, csv, json_out, markdown, dispatch=resolve)
 
 
 @app.command()

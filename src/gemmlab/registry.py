@@ -212,12 +212,12 @@ class Baseline:
     _enqueue: Callable  # the op's calling convention (see the op's module)
     bytes_per_element: int = 4  # reduce: bytes a baseline moves per element (the copy: 8)
     ceiling: bool = False  # a bandwidth reference (the copy), not an implementation of the op
+    same_as: str | None = None  # set on variants: the same library call under another name
 
     kind = "baseline"
     rung = None
     params = ()
     seed = ""
-    same_as = None
     tags = ()
     dtypes = ()
     problem_check = None
@@ -232,6 +232,11 @@ class Baseline:
 
     def enqueue(self, *args):
         return self._enqueue(*args)
+
+    def variant(self, name: str, title: str, idea: str) -> "Baseline":
+        """The same library call, availability check and all, under another name (as a kernel's
+        variant, without parameters: a library has none of ours)."""
+        return replace(self, name=name, title=title, idea=idea, same_as=self.name)
 
 
 # Keyed by (op, name): one name may exist once per op (the sgemm and the reduce baseline

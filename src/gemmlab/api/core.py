@@ -141,8 +141,7 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
         tuned = tuning.tuned_params(spec, problem, gpu)
         if tuned:
             chosen = tuned
-            choice = dispatch.Choice(choice.impl, tuned, choice.reason + "; parameters from the tuning database",
-                                     choice.evidence, choice.source)
+            choice = replace(choice, params=tuned, reason=choice.reason + TUNED_NOTE)
     return choice, spec, chosen
 
 
@@ -181,6 +180,7 @@ def make_problem(op_name: str, dtype: str, dims: tuple, layout: tuple[bool, bool
     return GemmProblem(dims[0], dims[1], dims[2], 1.0, 0.0, dtype, layout_letters(layout), out)
 
 
+TUNED_NOTE = "; parameters from the tuning database"
 OUT16_NOTE = "; the table was measured with an fp32 C, this call writes a {out} C"
 
 

@@ -39,6 +39,7 @@ class Choice:
     reason: str = ""
     evidence: tuple = ()  # ((impl, TFLOP/s or GB/s), ...) at the measured shape, fastest first
     source: str = ""  # which table and shape decided
+    skipped: tuple = ()  # "impl: why" of each faster candidate that refused the problem
 
 
 def tables() -> dict:
@@ -113,7 +114,7 @@ def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
             if refused:
                 reason += f"; skipped {'; '.join(refused)}"
             return Choice(c["impl"], dict(c.get("params") or {}), reason, evidence,
-                          f"{TABLE}: {table['gpu']}, {op} {dtype} {shape}")
+                          f"{TABLE}: {table['gpu']}, {op} {dtype} {shape}", tuple(refused))
     fallback = KERNEL_FALLBACK.get(op) or LIBRARY[op]
     if accepts(fallback):
         fallback = LIBRARY[op]

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .. import ops
 from ..errors import GemmlabError, LaunchError, VerificationError
 from ..problem import ReduceProblem
+from .dispatched import Slot
 from .timing import Stats, Timer
 
 
@@ -44,6 +45,7 @@ class Point:
     grids: list = field(default_factory=list)  # blocks of each launch, where the op records them
     bytes_moved: int = 0  # 0: the op's count for the problem
     shares: dict = field(default_factory=dict)  # recorded shares of reference baselines (fractions)
+    chosen: dict = field(default_factory=dict)  # `dispatch` points: what it resolved to (harness.dispatched)
 
     @property
     def op(self) -> str:
@@ -69,6 +71,8 @@ class Point:
         row = dict(op=self.op, impl=self.impl, impl_kind=self.impl_kind, params=self.params, status=self.status,
                    reason=self.reason, seed=self.seed, gflops=self.gflops, gbps=self.gbps,
                    **ops.of(self.problem).row_fields(self))
+        if self.chosen:  # in `extra`, so the row's params stay the kernel's own
+            row["extra"] = {**(row.get("extra") or {}), "dispatch": self.chosen}
         return {**row, **measured_fields(self.verdict, self.stats, self.clocks, self.resources)}
 
 
@@ -152,7 +156,8 @@ def run_point(impl: Any, problem, stream, options: BenchOptions, inputs=None,
 
 def run_bench(impls: Iterable[Any], problems: Iterable[Any], options: BenchOptions,
               on_result: Callable[[Point], None] | None = None) -> list[Point]:
-    """Every implementation on every problem; the baselines and the kernels time the same inputs."""
+    """Every implementation on every problem; the baselines and the kernels time the same inputs.
+    A `dispatch` slot among them (harness.dispatched) runs its pick for each problem."""
     from ..cuda.device import device
 
     stream = device().create_stream()
@@ -163,7 +168,10 @@ def run_bench(impls: Iterable[Any], problems: Iterable[Any], options: BenchOptio
         inputs = op.timing_inputs(problem, new_seed())
         done: dict[str, Point] = {}
         for impl in op.measure_order(impls):
-            result = run_point(impl, problem, stream, options, inputs, done)
+            pick = impl.at(problem) if isinstance(impl, Slot) else None
+            result = run_point(pick.impl if pick else impl, problem, stream, options, inputs, done)
+            if pick:
+                result.chosen = pick.record
             done[impl.name] = result
             results.append(result)
             if on_result:

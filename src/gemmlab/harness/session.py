@@ -15,6 +15,7 @@ from rich.table import Table
 from .. import ops
 from ..errors import BadArgumentError, GemmlabError
 from ..store import DEFAULT_DB, ResultStore, batch_file_path
+from . import dispatched
 from .bench import BenchOptions, raise_on_failure, run_bench, verify_sweep
 from .tables import bench_tables, clock_warnings, failures_table, to_markdown
 from .tuned import usable_best
@@ -86,20 +87,31 @@ def record_and_report(impls: list, problems: list, options: BenchOptions, *, sto
 
 def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, params: str | None,
           default_params: bool, db: Path | None, csv: Path | None, json_out: Path | None,
-          markdown: Path | None) -> None:
-    """Verify, then time each implementation and the op's baselines in one run; store and print."""
-    from ..cuda.device import device
+          markdown: Path | None, dispatch: dispatched.Resolver | None = None) -> None:
+    """Verify, then time each implementation and the op's baselines in one run; store and print.
+    `dispatch` among the names: what the API would run at each problem, as `resolve` chooses it
+    (harness.dispatched), with its choice per shape above the tables."""
+    from ..cuda.device import device, info
     from ..envinfo import collect_env
 
     op = ops.get(op_name)
     dtype = op.check_dtype(args.dtype)
-    impls = op.select(impl, dtype)
+    named, after = dispatched.split(impl)
+    impls = op.select(named, dtype) if after is None or named.strip() else []
+    if after is not None and params and not any(i.kind == "kernel" for i in impls):
+        raise BadArgumentError(dispatched.PARAMS_REFUSED)
     chosen = params_for(impls, params)
     problems = op.problems(args)
     names = {i.name for i in impls}
     impls += [i for name in op.always_measured for i in op.select(name, dtype) if name not in names]
     impls = usable(impls)
     device()  # fail early, with one line, when there is no GPU
+    header = op.header_for(args)
+    if after is not None:  # the API's own names for this GPU, as a call would look them up
+        gpu_info = info()
+        slot = dispatched.slot(problems, dispatch, gpu_info.name, gpu_info.arch)
+        header += tuple(slot.at(p).line(op.label(p)) for p in problems)
+        impls = dispatched.place(impls, slot, after)
     store = ResultStore(db or DEFAULT_DB)
     command = command_line()
     run_env = collect_env()
@@ -109,8 +121,7 @@ def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, p
     options.tuned = {} if default_params else tuned_params(store, gpu, impls, problems, chosen)
     results = record_and_report(impls, problems, options, store=store, run_id=run_id, command=command, db=db,
                                 csv=csv, json_out=json_out, markdown=markdown, batch_prefix=op.batch_prefix(dtype),
-                                header=op.header_for(args),
-                                describe=lambda r: f"{r.impl} {op.label(r.problem)}")
+                                header=header, describe=lambda r: f"{r.impl} {op.label(r.problem)}")
     raise_on_failure(results)  # exit 1 after everything is stored and shown
 
 
@@ -121,6 +132,8 @@ def verify(op_name: str, impl: str, args: ops.ShapeArgs, params: str | None) -> 
 
     op = ops.get(op_name)
     dtype = op.check_dtype(args.dtype)
+    if dispatched.split(impl)[1] is not None:
+        raise BadArgumentError("--impl dispatch is for gemmlab bench (which verifies each point before timing it)")
     impls = op.select(impl, dtype)
     chosen = params_for(impls, params)
     impls = usable(impls)
