@@ -143,7 +143,8 @@ def validate_tables(data: dict) -> list[str]:
 
 def _path_note(impl: str, library_call: str | None) -> str:
     if impl == "cublas":
-        via = f", one {library_call} per call" if library_call else ""
+        via = (f", one {library_call} per call, replayed from a CUDA graph when a call repeats the last"
+               " one's operands and scalars (cuda/graph_replay.py)") if library_call else ""
         return f" (library path: cuBLAS called directly{via})"
     return " (library path)" if impl == "cub" else " (gemmlab kernel)"
 

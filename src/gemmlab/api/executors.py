@@ -8,7 +8,8 @@ the argument slots that changed and one driver call per launch (cuda/launcher.py
   (tensor maps encoded again only when a pointer changes), with a B given transposed (x @ W.T)
   read in place by the rungs that take layout nt;
 - CublasGemm: cuBLAS called directly: one prepared cublasLtMatmul (cuda/cublaslt.py), else the
-  classic entry points (cuda/cublas.py); it reads transposed operands in place (NoInPlaceLayout
+  classic entry points (cuda/cublas.py), a repeated call replayed from a CUDA graph
+  (cuda/graph_replay.py); it reads transposed operands in place (NoInPlaceLayout
   marks a shape whose transposed operands must be copied);
 - KernelReduce: the reduce rungs, every pass prepared, with their own partials and counters;
 - RunnerGemm / RunnerReduce: everything else (Triton and torch baselines, TMA shapes that need
@@ -22,6 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..cuda.graph_replay import GraphReplay
 from ..errors import BadArgumentError, LaunchError, NoGPUError
 from .launches import FastGemm, prepared, zeroed_workspace
 from .operands import Operand, cupy_view
@@ -162,6 +164,9 @@ class CublasGemm(FastGemm):
             self.lt_refusal = str(exc)
             self.call = cublas.PreparedGemm(*shape, out_dtype=out, trans_a=layout[0], trans_b=layout[1])
             cublas.handle()  # this thread's handle and workspace exist before any capture
+        # the library decides the same thing again on every call (9-18 us of host time): repeats
+        # of a call replay its captured kernels instead
+        self.call = GraphReplay(self.call)
         self.library_call = cublaslt.CALL if self.lt_refusal is None else self.CLASSIC_CALLS[kind]
         # an Lt algorithm with a workspace: one executor per stream (two streams never share it)
         self.owns_workspace = getattr(self.call, "workspace_bytes", 0) > 0

@@ -1,0 +1,140 @@
+"""A library call replayed from a CUDA graph when it repeats exactly.
+
+Why: a prepared cublasLtMatmul still spends 9-18 us of host time inside cuBLAS on every call
+(docs/api.md, scripts/cublas_call_time.py), most of it deciding again what it decided last time.
+Launching a graph that holds the kernels of that call costs one cuGraphLaunch, a few
+microseconds. A call is a pure function of its arguments (pointers, scalars; the shape and the
+workspace are fixed by the prepared call), so when the same arguments come again the captured
+kernels do exactly what the library would do: the graph reads the memory at the pointers when
+it runs, so new data in the same buffers is seen.
+
+The rules:
+- A call whose arguments equal the previous call's is captured once into a graph (on a private
+  stream, relaxed mode, so nobody else's capture is disturbed) and launched; from then on those
+  arguments replay. A few argument sets are kept (least recently used dropped), so a plan that
+  alternates between two outputs replays both.
+- A call on a stream that is itself being captured (torch.cuda.graph, CuPy's capture) is made
+  directly, so the user's graph records the library call as it would without us.
+- Any driver error while capturing turns replay off for this call object for good: it then
+  behaves exactly as the plain call.
+"""
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections import OrderedDict
+from typing import Callable
+
+from ..errors import LaunchError
+from .launcher import driver, error_name, raw_driver
+
+CU_STREAM_NON_BLOCKING = 1
+CU_STREAM_CAPTURE_MODE_RELAXED = 2
+CU_STREAM_CAPTURE_STATUS_NONE = 0
+KEPT = 4  # argument sets with a graph each: a plan alternating between a few outputs replays all
+
+
+def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
+    """Free the graphs and the capture stream (nothing to do when nothing was ever captured)."""
+    if not libs:
+        return
+    lib = libs[0]
+    for exe in execs.values():
+        lib.cuGraphExecDestroy(exe)
+    execs.clear()
+    if private:
+        lib.cuStreamDestroy_v2(private.pop())
+
+
+class GraphReplay:
+    """Wraps `call(alpha, a, b, beta, c, stream)` (a prepared GEMM) with graph replay of repeats.
+
+    `replays` counts the calls served by a graph (the tests read it; a plan's explain() too)."""
+
+    def __init__(self, call: Callable[[float, int, int, float, int, int], None]):
+        self.call = call
+        self.replays = 0
+        self.enabled = True
+        self.disabled_reason = ""
+        self._execs: OrderedDict = OrderedDict()
+        self._private: list = []  # the capture stream, made on first capture
+        self._last = None
+        self._libs: list = []  # the driver, bound on first use (building one needs no GPU)
+        self._finalizer = weakref.finalize(self, _destroy, self._execs, self._private, self._libs)
+        self._finalizer.atexit = False  # the context may be gone at exit; the process frees all
+        self._launch = self._is_capturing = None
+        self._status = ctypes.c_int()
+        self._status_ref = ctypes.byref(self._status)
+        self._stream = ctypes.c_void_p()
+
+    def _bind(self) -> None:
+        raw = raw_driver()
+        self._launch, self._is_capturing = raw.cuGraphLaunch, raw.cuStreamIsCapturing
+        self._libs.append(driver())
+
+    def __getattr__(self, name):  # the wrapped call's attributes (workspace_bytes, call_name, ...)
+        call = self.__dict__.get("call")
+        if call is None:
+            raise AttributeError(name)
+        return getattr(call, name)
+
+    def __call__(self, alpha: float, a: int, b: int, beta: float, c: int, stream: int) -> None:
+        key = (a, b, c, alpha, beta)
+        if self.enabled:
+            if self._launch is None:
+                self._bind()
+            self._stream.value = stream
+            if self._is_capturing(self._stream, self._status_ref) == 0 and self._status.value == 0:
+                exe = self._execs.get(key)
+                if exe is None and key == self._last:
+                    exe = self._capture(alpha, a, b, beta, c)
+                if exe is not None:
+                    self._execs.move_to_end(key)
+                    err = self._launch(exe, self._stream)
+                    if err:
+                        raise LaunchError(f"cuGraphLaunch of a captured library call failed ({error_name(err)})")
+                    self.replays += 1
+                    self._last = key
+                    return
+        self.call(alpha, a, b, beta, c, stream)
+        self._last = key  # only a call that went through is worth capturing when it repeats
+
+    def _capture(self, alpha: float, a: int, b: int, beta: float, c: int):
+        """The graph of one call with these arguments (kept), or None with replay turned off."""
+        lib = self._libs[0]
+        if not self._private:
+            s = ctypes.c_void_p()
+            err = lib.cuStreamCreate(ctypes.byref(s), CU_STREAM_NON_BLOCKING)
+            if err:
+                return self._off(f"cuStreamCreate: {error_name(err)}")
+            self._private.append(s)
+        s = self._private[0]
+        err = lib.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED)
+        if err:
+            return self._off(f"cuStreamBeginCapture: {error_name(err)}")
+        graph = ctypes.c_void_p()
+        try:
+            self.call(alpha, a, b, beta, c, s.value)
+        except Exception as exc:  # the same call just ran directly: a capture-only refusal
+            lib.cuStreamEndCapture(s, ctypes.byref(graph))
+            if graph.value:
+                lib.cuGraphDestroy(graph)
+            return self._off(f"the call refused capture: {exc}")
+        err = lib.cuStreamEndCapture(s, ctypes.byref(graph))
+        if err or not graph.value:
+            return self._off(f"cuStreamEndCapture: {error_name(err)}")
+        exe = ctypes.c_void_p()
+        err = lib.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0))
+        lib.cuGraphDestroy(graph)
+        if err:
+            return self._off(f"cuGraphInstantiate: {error_name(err)}")
+        if len(self._execs) >= KEPT:
+            _, old = self._execs.popitem(last=False)
+            lib.cuGraphExecDestroy(old)
+        self._execs[(a, b, c, alpha, beta)] = exe
+        return exe
+
+    def _off(self, why: str):
+        self.enabled = False
+        self.disabled_reason = why
+        return None

@@ -1,0 +1,153 @@
+"""GraphReplay's rules (cuda/graph_replay.py) against a fake driver: what is captured when, what
+replays, what goes direct, and that a failed capture turns replay off without losing the call.
+The GPU half (real graphs, every replay against fp64) is tests/gpu/test_graph_replay.py."""
+import pytest
+
+from gemmlab.cuda import graph_replay
+from gemmlab.cuda.graph_replay import KEPT, GraphReplay
+
+
+class FakeDriver:
+    def __init__(self, fail: str = ""):
+        self.fail, self.capturing, self.launched, self.destroyed, self.next = fail, 0, [], [], 100
+
+    def _ret(self, name):
+        return 1 if self.fail == name else 0
+
+    def cuStreamIsCapturing(self, stream, ref):
+        ref._obj.value = self.capturing
+        return 0
+
+    def cuGraphLaunch(self, exe, stream):
+        self.launched.append((exe.value, stream.value))
+        return 0
+
+    def cuStreamCreate(self, ref, flags):
+        ref._obj.value = 7
+        return self._ret("create")
+
+    def cuStreamBeginCapture_v2(self, s, mode):
+        return self._ret("begin")
+
+    def cuStreamEndCapture(self, s, ref):
+        ref._obj.value = 55
+        return self._ret("end")
+
+    def cuGraphInstantiateWithFlags(self, ref, graph, flags):
+        self.next += 1
+        ref._obj.value = self.next
+        return self._ret("instantiate")
+
+    def cuGraphDestroy(self, graph):
+        return 0
+
+    def cuGraphExecDestroy(self, exe):
+        self.destroyed.append(exe.value)
+        return 0
+
+    def cuStreamDestroy_v2(self, s):
+        return 0
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def make(fail=""):
+        drv = FakeDriver(fail)
+        monkeypatch.setattr(graph_replay, "driver", lambda: drv)
+        monkeypatch.setattr(graph_replay, "raw_driver", lambda: drv)
+        monkeypatch.setattr(graph_replay, "error_name", lambda err: f"CUresult {err}")
+        return drv
+    return make
+
+
+class Recorder:
+    workspace_bytes = 4096
+
+    def __init__(self, raises_on_stream=None):
+        self.calls, self.raises_on_stream = [], raises_on_stream
+
+    def __call__(self, alpha, a, b, beta, c, stream):
+        if stream == self.raises_on_stream:
+            raise RuntimeError("not capturable")
+        self.calls.append((alpha, a, b, beta, c, stream))
+
+
+def test_a_repeat_is_captured_once_on_the_private_stream_then_replayed(fake):
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert rec.calls == [(1.0, 1, 2, 0.0, 3, 42)] and drv.launched == []  # first: direct
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 7)  # captured on the private stream, not run on 42
+    assert drv.launched == [(101, 42)] and g.replays == 1
+    g(1.0, 1, 2, 0.0, 3, 43)
+    assert len(rec.calls) == 2 and drv.launched[-1] == (101, 43) and g.replays == 2
+    assert g.workspace_bytes == 4096  # the wrapped call's attributes show through
+
+
+@pytest.mark.parametrize("changed", [(2.0, 1, 2, 0.0, 3), (1.0, 9, 2, 0.0, 3), (1.0, 1, 9, 0.0, 3),
+                                     (1.0, 1, 2, 0.5, 3), (1.0, 1, 2, 0.0, 9)])
+def test_any_changed_argument_goes_direct(fake, changed):
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    alpha, a, b, beta, c = changed
+    g(alpha, a, b, beta, c, 42)
+    assert rec.calls[-1] == (alpha, a, b, beta, c, 42) and g.replays == 1
+
+
+def test_a_capturing_stream_gets_the_library_call_itself(fake):
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    drv.capturing = 1
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 42) and g.replays == 1
+
+
+def test_only_the_last_few_argument_sets_keep_a_graph(fake):
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    for c in range(KEPT + 1):
+        g(1.0, 1, 2, 0.0, c, 42)
+        g(1.0, 1, 2, 0.0, c, 42)
+    assert len(g._execs) == KEPT and drv.destroyed == [101]  # the oldest graph freed
+
+
+@pytest.mark.parametrize("fail", ["create", "begin", "end", "instantiate"])
+def test_a_failed_capture_turns_replay_off_and_the_call_still_runs(fake, fail):
+    drv, rec = fake(fail), Recorder()
+    g = GraphReplay(rec)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert not g.enabled and g.disabled_reason and g.replays == 0
+    assert rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 42)  # the second call ran directly all the same
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert drv.launched == [] and rec.calls[-1][-1] == 42
+
+
+def test_a_call_that_refuses_capture_turns_replay_off(fake):
+    drv, rec = fake(), Recorder(raises_on_stream=7)
+    g = GraphReplay(rec)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert not g.enabled and "refused capture" in g.disabled_reason
+    assert rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 42)
+
+
+def test_a_call_that_failed_is_not_captured_when_it_comes_again(fake):
+    drv = fake()
+    state = {"fail": True}
+
+    def flaky(alpha, a, b, beta, c, stream):
+        if state["fail"]:
+            raise ValueError("misaligned")
+
+    g = GraphReplay(flaky)
+    with pytest.raises(ValueError):
+        g(1.0, 1, 2, 0.0, 3, 42)
+    state["fail"] = False
+    g(1.0, 1, 2, 0.0, 3, 42)  # direct: the failed call never counted as a first
+    assert g.replays == 0 and drv.launched == [] and g.enabled
