@@ -73,11 +73,13 @@ class KernelGemm(FastGemm):
             if takes_w:
                 self.main.set(first + 8, self.workspace.data.ptr if floats else 0)
             if self.maps:
-                from ..kernels.sgemm.specs import tma_ffma_boxes
+                from ..kernels.sgemm.specs import tma_ffma_boxes, tma_ffma_maps_fit
 
                 self._boxes = tma_ffma_boxes(runner.params)
                 self._dims = (M, N, K)
+                self._fits = lambda a, b: tma_ffma_maps_fit(M, N, K, a, b)
                 self._mapped = [None, None]  # the A and B the maps now describe
+                self._decided = None  # the (A, B) the maps and the flag were last set for
                 self._flag = self.main.slots[first + 9]
             slices = geometry.grid[2]
             if getattr(runner, "reduce", None) is not None and slices > 1:
@@ -93,10 +95,11 @@ class KernelGemm(FastGemm):
     def _encode_maps(self, a: int, b: int) -> None:
         """Rung 15's maps over A and B where they fit (flag 1), re-encoded only for a new pointer;
         else flag 0 and the kernel copies element by element (the maps are not read)."""
-        from ..kernels.sgemm.specs import tma_ffma_maps_fit
-
+        if (a, b) == self._decided:  # a plan's repeated call: nothing to decide again (6 us of Python)
+            return
+        self._decided = (a, b)
         M, N, K = self._dims
-        if not tma_ffma_maps_fit(M, N, K, a, b):
+        if not self._fits(a, b):
             self._flag.value = 0
             return
         if a != self._mapped[0]:
