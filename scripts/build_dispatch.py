@@ -102,11 +102,10 @@ def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
 
 
 def dims(problem) -> list[int]:
-    if problem.op == "reduce":
-        return [problem.n]
-    if problem.op == "bgemm":
-        return [problem.M, problem.N, problem.K, problem.batch]
-    return [problem.M, problem.N, problem.K]
+    """The problem's dimensions as a table entry stores them (a JSON list): the API's own reading."""
+    from gemmlab.apichoice import dims as api_dims
+
+    return list(api_dims(problem))
 
 
 def measure(only: set[str] | None, tuned: str | None = None, table: str | None = None) -> dict:

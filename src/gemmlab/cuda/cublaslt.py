@@ -60,8 +60,6 @@ CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5  # uint32_t each, default 256
 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6
 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7
 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
-# cuda.h: CUstreamCaptureMode
-CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
 # The API hands every executor 16-byte aligned operands (api/operands.py ALIGN). Lt's heuristic
 # assumes 256-byte aligned ones unless told, and could pick an algorithm those would break.
@@ -222,7 +220,7 @@ def relaxed_capture():
     any stream captures (torch.cuda.graph's default mode is global), cuMemAlloc and the library's
     own set-up calls are refused and would invalidate the capture. What is built here is memory
     and descriptors the GEMM keeps, not work a graph would replay, so allowing them is sound."""
-    from .launcher import driver
+    from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver
 
     lib = driver()
     mode = ctypes.c_int(CU_STREAM_CAPTURE_MODE_RELAXED)

@@ -26,10 +26,9 @@ from collections import OrderedDict
 from typing import Callable
 
 from ..errors import LaunchError
-from .launcher import driver, error_name, raw_driver
+from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver, error_name, raw_driver
 
 CU_STREAM_NON_BLOCKING = 1
-CU_STREAM_CAPTURE_MODE_RELAXED = 2
 CU_STREAM_CAPTURE_STATUS_NONE = 0
 KEPT = 4  # argument sets with a graph each: a plan alternating between a few outputs replays all
 

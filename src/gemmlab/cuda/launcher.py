@@ -31,6 +31,7 @@ TENSOR_MAP_DTYPES = {"fp16": 6, "bf16": 1, "fp32": 7, "tf32": 7}
 SWIZZLE_128B = 3
 SWIZZLE_BY_SPAN = {0: 0, 32: 1, 64: 2, 128: SWIZZLE_128B}  # CUtensorMapSwizzle by span in bytes
 L2_PROMOTION_256B = 3
+CU_STREAM_CAPTURE_MODE_RELAXED = 2  # CUstreamCaptureMode: capture that restricts no other thread
 
 
 class LaunchAttribute(ctypes.Structure):
