@@ -2,8 +2,9 @@
 frameworks' own calls in the same process and run.
 
 Two figures per call, on the same shapes and inputs:
-- host us/call: the wall time of 100 back-to-back calls with no synchronisation, divided by 100:
-  what a call costs the calling thread. The calls being compared take turns, batch by batch
+- host us/call: the wall time of a batch of back-to-back calls with no synchronisation (100, or
+  fewer for calls whose GPU work is long: see `host_batch`), divided by the batch: what a call
+  costs the calling thread. The calls being compared take turns, batch by batch
   (11 rounds, the median kept), so a noisy host (a VM) weighs on all of them alike. Batches are
   small enough that the GPU's launch queue never fills, so the figure is host work.
 - TFLOP/s (GB/s for sums): a loop of calls timed wall-clock from the first call to the end of the
@@ -24,6 +25,15 @@ from typing import Callable
 DEFAULT_GEMM_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, (1000, 3000, 2000))
 DEFAULT_SUM_SIZES = (1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
 HOST_BATCH = 100  # calls per host-time batch: far below the ~1000 launches a queue holds
+DRAIN_S = 0.25  # GPU seconds one batch may queue: each round waits for them, and 11 rounds of 100
+#                 8192^3 SGEMMs (20 ms each) would spend 22 s per call waiting, not measuring
+
+
+def host_batch(work_s: float) -> int:
+    """Calls per host-time batch for a call whose GPU work takes `work_s` seconds: 100, fewer
+    when the batch's GPU work would pass DRAIN_S, never below 10 (the host figure of 10 calls of
+    >= 25 ms each is still far above the clock's resolution)."""
+    return max(10, min(HOST_BATCH, int(DRAIN_S / max(work_s, 1e-9))))
 
 
 @dataclass
@@ -39,7 +49,8 @@ class Row:
     notes: list = field(default_factory=list)
 
 
-def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: int = 11) -> list[float]:
+def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: int = 11,
+             batch: int = HOST_BATCH) -> list[float]:
     """Host microseconds per call of each function, batches interleaved round by round."""
     for fn in fns:
         for _ in range(10):
@@ -49,9 +60,9 @@ def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: 
     for _ in range(rounds):
         for i, fn in enumerate(fns):
             start = time.perf_counter()
-            for _ in range(HOST_BATCH):
+            for _ in range(batch):
                 fn()
-            times[i].append((time.perf_counter() - start) / HOST_BATCH * 1e6)
+            times[i].append((time.perf_counter() - start) / batch * 1e6)
             sync()
     return [statistics.median(t) for t in times]
 
@@ -170,7 +181,7 @@ def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_uni
     sync()
     work_s = time.perf_counter() - start
     calls = refs + mine
-    hosts = _host_us([fn for _, fn in calls], sync)
+    hosts = _host_us([fn for _, fn in calls], sync, batch=host_batch(work_s))
     rows = []
     for (name, fn), host in zip(calls, hosts):
         per_call = _loop_seconds(fn, sync, work_s)

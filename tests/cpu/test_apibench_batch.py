@@ -1,0 +1,29 @@
+"""The host-time batch of `gemmlab bench --api` shrinks for long calls, so a row's rounds do not
+spend most of the run draining the GPU's queue, and never below a size the clock resolves."""
+from gemmlab import apibench
+
+
+def test_short_calls_keep_the_full_batch():
+    assert apibench.host_batch(5e-6) == apibench.HOST_BATCH
+    assert apibench.host_batch(0.0) == apibench.HOST_BATCH
+
+
+def test_long_calls_queue_at_most_the_drain_budget():
+    work_s = 0.02  # an 8192^3 SGEMM
+    batch = apibench.host_batch(work_s)
+    assert batch < apibench.HOST_BATCH
+    assert batch * work_s <= apibench.DRAIN_S
+
+
+def test_the_batch_never_falls_below_ten():
+    assert apibench.host_batch(5.0) == 10
+
+
+def test_host_us_runs_each_function_batch_times_a_round():
+    counts = [0, 0]
+    syncs = []
+    fns = [lambda: counts.__setitem__(0, counts[0] + 1), lambda: counts.__setitem__(1, counts[1] + 1)]
+    hosts = apibench._host_us(fns, lambda: syncs.append(1), rounds=3, batch=7)
+    assert counts == [10 + 3 * 7, 10 + 3 * 7]  # 10 warm-up calls each, then 3 rounds of 7
+    assert len(syncs) == 1 + 3 * 2
+    assert all(h >= 0 for h in hosts)
