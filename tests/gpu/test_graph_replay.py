@@ -124,3 +124,28 @@ def test_cublas_plans_replay_and_stay_exact(dtype):
         assert _err(c, a.double() @ b.double()) < 1e-5, step
     assert plan._executor.call.replays == 2
     assert "replayed from a CUDA graph" in plan.explain()
+
+
+@pytest.mark.parametrize("impl,params,shape", [("tma_ffma", None, (1024, 1024, 1024)),
+                                               ("bigtile", {"SPLITK": 4, "STREAMK": 0}, (512, 384, 4096))])
+def test_split_k_plans_replay_both_launches_as_one_graph(impl, params, shape):
+    """A kernel executor with a split-K reduction makes two launches a call; its repeats replay
+    both from one graph, and every replay reads the buffers' new data."""
+    M, N, K = shape
+    a, b = _rand(M, K, seed=30), _rand(K, N, seed=31)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    plan = gemmlab.Matmul(a, b, c, impl=impl, params=params)
+    ex = plan._executor
+    assert ex.reduce is not None and ex._replay is not None, "this shape was meant to run split-K"
+    for step in range(3):
+        a.copy_(_rand(M, K, seed=40 + step))
+        c.fill_(float("nan"))
+        plan.execute()
+        torch.cuda.synchronize()
+        assert _err(c, a.double() @ b.double()) < 1e-5, step
+    c0 = _rand(M, N, seed=50)
+    c.copy_(c0)
+    plan.execute(alpha=0.5, beta=2.0)
+    torch.cuda.synchronize()
+    assert _err(c, 0.5 * (a.double() @ b.double()) + 2.0 * c0.double()) < 1e-5
+    assert ex._replay.replays == 2 and ex._replay.enabled, ex._replay.disabled_reason
