@@ -4,7 +4,9 @@ verified first, cold L2, median of 10). What docs/tensor-cores.md's split-K re-m
 the choice of dispatch candidates rest on.
 
     PYTHONPATH=src python3 scripts/hgemm_variants.py --dtype bf16 \\
-        --sizes 512x512x8192,1024,1000x3000x2000 --bn 128,256 --cm 1,2 --splitk 1,0
+        --sizes 512x512x8192,1024,1000x3000x2000 --bn 64,128,256 --cm 1,2 --splitk 1,0 --tailk 1,0
+
+Combinations the spec refuses (BN = 64 with CM = 2) are left out.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ def main() -> None:
     ap.add_argument("--bn", default="128,256")
     ap.add_argument("--cm", default="1,2")
     ap.add_argument("--splitk", default="1,0")
+    ap.add_argument("--tailk", default="0", help="K slices of a partial last wave's tiles (0 automatic, 1 whole)")
+    ap.add_argument("--stages", default="4")
     args = ap.parse_args()
 
     from gemmlab import registry
@@ -27,10 +31,15 @@ def main() -> None:
     from gemmlab.problem import GemmProblem, parse_shape
 
     ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
-    grid = list(itertools.product(ints(args.bn), ints(args.cm), ints(args.splitk)))
+    grid = itertools.product(ints(args.bn), ints(args.cm), ints(args.splitk), ints(args.tailk), ints(args.stages))
     base = registry.get("persistent", "hgemm")
-    variants = [base.variant(f"bn{bn}c{cm}s{sk}", "variant", "variant", BN=bn, CM=cm, SPLITK=sk)
-                for bn, cm, sk in grid]
+    variants = []
+    for bn, cm, sk, tk, st in grid:
+        values = dict(BN=bn, CM=cm, SPLITK=sk, TAILK=tk, STAGES=st)
+        if base.failed_constraints({**base.defaults, **values}):
+            continue
+        variants.append(base.variant(f"bn{bn}c{cm}s{sk}t{tk}" + (f"p{st}" if st != 4 else ""), "variant", "variant",
+                                     **values))
     impls = variants + [registry.get("cublas", "hgemm")]
     options = BenchOptions(warmup=3, repeat=10, min_time_ms=20.0)
     print(f"| shape | cuBLAS TFLOP/s | " + " | ".join(v.name for v in variants) + " |")

@@ -10,8 +10,9 @@ ones its rule allows (K % 8 == 0, N % 8 == 0) - each with beta = 0 (C poisoned, 
 and with alpha = 1.5, beta = -0.75, in layout nn and, for the kernels that take them, nt (B given
 as its NxK transpose, read in place), tn and tt (A given as its KxM transpose), with an fp32 C and, where a kernel writes one, a C in the
 input type. The persistent rungs run a second, smaller sweep with split-K (SPLITK = 3: partial
-slots, flags and the in-order sum of the last arriver under memcheck). Exits 1 if any result is
-wrong.
+slots, flags and the in-order sum of the last arriver under memcheck) and a third with the tail
+split (TAILK = 3 at 1409x1665x203, 168 tiles of 128x128: the full wave whole, the last wave's 36
+tiles in slices), and a fourth with 128x64 tiles (BN = 64) split in two. Exits 1 if any result is wrong.
 """
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ import sys
 ANY_SHAPES = ((1, 1, 1), (1, 129, 67), (97, 1, 33), (127, 127, 127), (129, 257, 65), (31, 517, 203))
 ALIGNED_SHAPES = ((1, 8, 8), (97, 8, 40), (127, 136, 200), (129, 264, 72), (31, 520, 208))
 SPLITK_SHAPES = ((127, 127, 127), (129, 257, 65), (31, 517, 203), (64, 136, 1000), (129, 264, 72))
+TAIL_SHAPES = ((1409, 1665, 203),)
+TAIL_PARAMS = {"BN": 128, "CM": 1, "TAILK": 3}
+BN64_PARAMS = {"BN": 64, "CM": 1, "SPLITK": 2}  # 128x64 tiles, split in two
 
 
 def main(argv: list[str]) -> int:
@@ -44,11 +48,16 @@ def main(argv: list[str]) -> int:
                 runs.append(([p for layout in ("nn", "tt") for out in outs
                               for p in sweep_problems(dtype, SPLITK_SHAPES, layout=layout, out=out)
                               if not refusal(impl, p)], {impl.name: {"SPLITK": 3}}))
+                runs.append(([p for out in outs for p in sweep_problems(dtype, TAIL_SHAPES, out=out)
+                              if not refusal(impl, p)], {impl.name: TAIL_PARAMS}))
+                runs.append(([p for layout in ("nn", "tt") for out in outs
+                              for p in sweep_problems(dtype, ANY_SHAPES + SPLITK_SHAPES, layout=layout, out=out)
+                              if not refusal(impl, p)], {impl.name: BN64_PARAMS}))
             for sweep, params in runs:
                 for r in verify_sweep([impl], sweep, params, host_data=True):
                     p = r.problem
                     print(f"{r.impl:10s} {dtype} {p.layout} C {p.out_dtype} {p.shape:14s} a={p.alpha:g} b={p.beta:g}"
-                          f"{' SPLITK=3' if params else ''} {r.status} {r.reason}", flush=True)
+                          f"{' ' + str(params[impl.name]) if params else ''} {r.status} {r.reason}", flush=True)
                     failed += r.status != "PASS"
     return 1 if failed else 0
 

@@ -73,30 +73,42 @@ def _walk(p, v):
     BM, BN, CM = specs.BM, v["BN"], v["CM"]
     tiles_m, tiles_n = -(-p.M // (BM * CM)), -(-p.N // BN)
     tiles, ktiles = tiles_m * tiles_n, specs.k_tiles(p)
-    splits = specs.persistent_splits(p, v)
+    whole, splits = specs.persistent_schedule(p, v)
+    tail = tiles - whole
     clusters = PERSISTENT.launch(p, v).grid[0] // CM
-    flags_end = -(-2 * tiles * CM // 32) * 32
-    covered, arrivals, slots = {}, {}, set()
+    flags_end = -(-2 * tail * CM // 32) * 32
+    covered, arrivals, slots, per_cluster = {}, {}, set(), {}
     for cluster in range(clusters):
-        tile, slice_ = cluster, 0
+        tile, slice_ = cluster, -1
         while True:
-            while tile >= tiles:  # next_unit
-                tile -= tiles
-                slice_ += 1
-            if slice_ >= splits:
-                break
-            k0, k1 = slice_ * ktiles // splits, (slice_ + 1) * ktiles // splits
+            if slice_ < 0:  # next_unit
+                if tile >= whole:
+                    tile -= whole
+                    slice_ = 0
+            if slice_ >= 0:
+                if tail <= 0:
+                    break
+                while tile >= tail:
+                    tile -= tail
+                    slice_ += 1
+                if slice_ >= splits:
+                    break
+            k0, k1 = 0, ktiles
+            if slice_ >= 0:
+                k0, k1 = slice_ * ktiles // splits, (slice_ + 1) * ktiles // splits
             assert k1 > k0, "no slice is empty"
+            absolute = tile if slice_ < 0 else whole + tile
+            per_cluster[cluster] = per_cluster.get(cluster, 0) + (k1 - k0)
             for rank in range(CM):
-                cta_tile = tile * CM + rank
+                cta_tile = absolute * CM + rank
                 covered.setdefault(cta_tile, []).extend(range(k0, k1))
                 for half in (0, 1):
                     arrivals[2 * cta_tile + half] = arrivals.get(2 * cta_tile + half, 0) + 1
-                    if splits > 1:
-                        first = flags_end + ((cta_tile * splits + slice_) * 2 + half) * 64 * BN
+                    if slice_ >= 0 and splits > 1:
+                        first = flags_end + (((tile * CM + rank) * splits + slice_) * 2 + half) * 64 * BN
                         slots.add((first, first + 64 * BN))
             tile += clusters
-    return tiles * CM, ktiles, splits, covered, arrivals, slots
+    return tiles * CM, ktiles, whole * CM, splits, covered, arrivals, slots, per_cluster
 
 
 @pytest.mark.parametrize("shape, params", [
@@ -106,19 +118,52 @@ def _walk(p, v):
     ((127, 259, 1000), {"SPLITK": 6, "BN": 128, "CM": 2}),
     ((4097, 4097, 4097), {"SPLITK": 2, "BN": 256, "CM": 2}),  # more units than clusters: several rounds
     ((64, 64, 100), {"SPLITK": 8, "BN": 128, "CM": 1}),       # 2 K tiles: 2 slices
+    ((3072, 3072, 3072), {"BN": 256, "CM": 2}),                # tail split, automatic: 132 whole + 12 sliced
+    ((3001, 2999, 1001), {"BN": 256, "CM": 2, "TAILK": 4}),
+    ((1409, 1665, 203), {"BN": 128, "CM": 1, "SPLITK": 1, "TAILK": 3}),
+    ((1000, 3000, 2000), {"BN": 128, "CM": 2, "TAILK": 2}),    # 96 cluster tiles: 66 whole + 30 in 2 slices
+    ((4097, 4097, 4097), {"BN": 128, "CM": 1}),                # several full waves, then the tail
 ])
 def test_the_unit_walk_covers_every_k_tile_once_and_stays_in_the_workspace(shape, params):
     p = _p(*shape)
     v = PERSISTENT.resolve(params)
-    cta_tiles, ktiles, splits, covered, arrivals, slots = _walk(p, v)
+    cta_tiles, ktiles, whole_ctas, splits, covered, arrivals, slots, _ = _walk(p, v)
     assert len(covered) == cta_tiles
     assert all(sorted(ks) == list(range(ktiles)) for ks in covered.values()), "each K tile exactly once"
-    assert set(arrivals.values()) == {splits}, "each half-tile flag counts `splits` arrivals"
+    sliced = {f for f in arrivals if f // 2 >= whole_ctas}
+    assert {arrivals[f] for f in sliced} <= {splits}, "each sliced half-tile flag counts `splits` arrivals"
+    assert all(arrivals[f] == 1 for f in arrivals if f not in sliced), "whole tiles arrive once"
     if splits > 1:
-        assert len(slots) == cta_tiles * 2 * splits, "one slot per CTA tile, half and slice"
+        assert len(slots) == (cta_tiles - whole_ctas) * 2 * splits, "one slot per sliced CTA tile, half and slice"
         assert max(end for _, end in slots) <= PERSISTENT.workspace_floats(p, v)
         ordered = sorted(slots)
         assert all(a[1] <= b[0] for a, b in zip(ordered, ordered[1:])), "slots do not overlap"
+
+
+def test_the_tail_split_slices_only_the_partial_last_wave():
+    v = PERSISTENT.resolve({"BN": 256, "CM": 2})  # the defaults, automatic
+    p = _p(3072, 3072, 3072)  # 12 x 12 cluster tiles on 66 slots: 2 full waves and 12 tiles
+    whole, splits = specs.persistent_schedule(p, v)
+    assert (whole, splits) == (132, 5), "66 // 12 = 5 slices of 9-10 K tiles (>= TAIL_MIN_KTILES)"
+    assert PERSISTENT.launch(p, v).grid == (132, 1, 1)
+    assert specs.persistent_flag_floats(p, v) == 64, "two flags per sliced CTA tile: 12 x 2 x 2, rounded to 32"
+    assert PERSISTENT.workspace_floats(p, v) == 64 + 12 * 2 * 5 * 128 * 256
+    # every cluster gets the same K work but the tail's: at most one slice beyond two whole tiles
+    per_cluster = _walk(p, v)[-1]
+    assert max(per_cluster.values()) - 2 * 48 <= 10 and min(per_cluster.values()) == 2 * 48
+
+
+def test_the_tail_split_stays_off_where_it_cannot_pay():
+    auto = PERSISTENT.resolve({"BN": 256, "CM": 2})
+    assert specs.persistent_schedule(_p(4096, 4096, 4096), auto) == (256, 1), "256 tiles: 3 waves and 58 tiles"
+    assert specs.persistent_schedule(_p(8192, 8192, 8192), auto) == (1024, 1), "the last wave more than half full"
+    assert specs.persistent_schedule(_p(2048, 2048, 2048), auto) == (64, 1), "one wave, not full: nothing to slice"
+    assert specs.persistent_schedule(_p(3072, 3072, 3072), PERSISTENT.resolve({"TAILK": 1})) == (144, 1)
+    assert specs.persistent_schedule(_p(3072, 3072, 3072), PERSISTENT.resolve({"SPLITK": 1})) == (144, 1), \
+        "SPLITK = 1 keeps every tile whole unless TAILK is given"
+    assert specs.persistent_schedule(_p(3072, 3072, 3072), PERSISTENT.resolve({"SPLITK": 1, "TAILK": 2})) == (132, 2)
+    assert specs.persistent_schedule(_p(3072, 3072, 256), auto) == (144, 1), "4 K tiles: slices would be too thin"
+    assert specs.persistent_schedule(_p(512, 512, 8192), auto) == (0, 8), "few tiles: uniform split-K as before"
 
 
 class _FakeArray:

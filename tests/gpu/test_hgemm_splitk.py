@@ -63,7 +63,7 @@ def _run_twice(params, problem):
     import cupy as cp
 
     from gemmlab.cuda.device import device, sync_or_raise
-    from gemmlab.kernels.hgemm.specs import cluster_tiles
+    from gemmlab.kernels.hgemm.specs import persistent_flag_floats
     from gemmlab.ops.hgemm import HgemmRunner
 
     runner = HgemmRunner(PERSISTENT, params, dtype=problem.dtype)
@@ -75,7 +75,7 @@ def _run_twice(params, problem):
         runner.enqueue(problem, A, B, C, stream)
         sync_or_raise(stream)
         outs.append(C)
-    flags = 2 * cluster_tiles(problem, runner.params) * runner.params["CM"]
+    flags = persistent_flag_floats(problem, runner.params)
     return outs, runner._tma_operands._splitk[:flags].view(cp.int32)
 
 
@@ -87,6 +87,82 @@ def test_results_are_bit_identical_from_run_to_run_and_flags_return_to_zero():
     assert not bool(cp.isnan(c1).any())
     assert bool((c1.view(cp.uint32) == c2.view(cp.uint32)).all()), "split-K must be deterministic"
     assert int(cp.count_nonzero(flags)) == 0, "the last arriver clears each flag"
+
+
+# -- the tail split: whole tiles for the full waves, K slices for a partial last wave's tiles ----
+# 1409x1665 is 12 x 14 = 168 tiles of 128x128 on 132 SMs (36 in the last wave); 1500x1500 is 144
+# (12); with CM = 2 they are 84 and 72 cluster tiles on 66 slots. The GPU's own SM count decides
+# (cluster_slots), so each test first checks that its shape really has a sliced tail.
+TAIL_SHAPES = ((1409, 1665, 203), (1500, 1500, 520))
+
+
+def _assert_tail(impl, problem, params):
+    from gemmlab.kernels.hgemm.specs import cluster_tiles, persistent_schedule
+
+    v = impl.resolve(params)
+    whole, splits = persistent_schedule(problem, v)
+    assert 0 < whole < cluster_tiles(problem, v) and splits > 1, f"{problem.shape} {params}: no tail split"
+
+
+@pytest.mark.parametrize("params", [{"BN": 128, "CM": 1, "TAILK": 3}, {"BN": 128, "CM": 1, "SPLITK": 1, "TAILK": 2},
+                                    {"BN": 128, "CM": 2, "TAILK": 4, "GROUP_M": 1}], ids=str)
+@pytest.mark.parametrize("dtype", HALF)
+def test_tail_split_sweeps(dtype, params):
+    problems = hv.sweep_problems(dtype, TAIL_SHAPES)
+    for p in problems:
+        _assert_tail(PERSISTENT, p, params)
+    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": params}))
+
+
+@pytest.mark.parametrize("layout,out", [("nt", "c16"), ("tt", "fp32"), ("tn", "c16")])
+def test_tail_split_in_other_layouts_and_c_types(layout, out):
+    params = {"BN": 128, "CM": 2, "TAILK": 3}
+    problems = [p for d in HALF for p in hv.sweep_problems(d, TAIL_SHAPES[:1], layout=layout,
+                                                           out=d if out == "c16" else "fp32")]
+    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": params}))
+
+
+def test_tail_split_automatic_at_3072_cubed():
+    problems = hv.sweep_problems("bf16", ((3072, 3072, 3072),), scalars=((1.0, 0.0), (1.5, -0.75)))
+    _assert_tail(PERSISTENT, problems[0], {})
+    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": {}}))
+
+
+def test_tf32_tail_split():
+    skip_unavailable(TF32)
+    params = {"BN": 128, "CM": 1, "TAILK": 2}
+    problems = hv.sweep_problems("tf32", TAIL_SHAPES[:1])
+    _assert_tail(TF32, problems[0], params)
+    assert_all_pass(verify_sweep([TF32], problems, {"tf32_wgmma": params}))
+
+
+def test_tail_split_is_bit_identical_and_leaves_its_flags_zero():
+    import cupy as cp
+
+    problem = GemmProblem(1409, 1665, 2003, 1.0, 0.0, "bf16")
+    params = {"BN": 128, "CM": 1, "TAILK": 4}
+    _assert_tail(PERSISTENT, problem, params)
+    (c1, c2), flags = _run_twice(params, problem)
+    assert not bool(cp.isnan(c1).any())
+    assert bool((c1.view(cp.uint32) == c2.view(cp.uint32)).all()), "the tail's sums must be deterministic"
+    assert int(cp.count_nonzero(flags)) == 0, "the last arriver clears each flag"
+
+
+def test_a_tail_split_plan_reruns_exactly():
+    from gemmlab import Matmul
+
+    torch, a, b = _torch_inputs(1409, 1665, 2003, 46)
+    params = {"BN": 128, "CM": 1, "TAILK": 4}
+    c = torch.full((1409, 1665), float("nan"), device="cuda")
+    plan = Matmul(a, b, c, impl="persistent", params=params)
+    assert plan._executor.owns_workspace
+    for seed in (47, 48):
+        _, a2, _ = _torch_inputs(1409, 1665, 2003, seed)
+        a.copy_(a2)
+        c.fill_(float("nan"))
+        plan.execute()
+        torch.cuda.synchronize()
+        _close(torch, c, a, b)
 
 
 # -- through the API ----------------------------------------------------------------------------

@@ -73,7 +73,7 @@ class TmaGemm(FastGemm):
     owns_workspace = False  # True with a split-K workspace: then bound to one stream
 
     def __init__(self, runner, problem):
-        from ..kernels.hgemm.specs import persistent_splits, tma_boxes
+        from ..kernels.hgemm.specs import persistent_schedule, tma_boxes
         from ..ops.hgemm_tma import tma_geometry
 
         spec, params = runner.impl, runner.params
@@ -89,8 +89,8 @@ class TmaGemm(FastGemm):
         geometry = tma_geometry(runner, problem)
         self.store_c = "C" in self.boxes
         maps = ("tmap", "tmap", "tmap") if self.store_c else ("tmap", "tmap")
-        # rungs 5-6 (the persistent ones, C by TMA store): C, ldc, the split-K workspace, slices
-        tail = ("ptr", "i32", "ptr", "i32") if self.store_c else ("ptr",)
+        # rungs 5-6 (the persistent ones, C by TMA store): C, ldc, the split-K workspace, whole tiles, slices
+        tail = ("ptr", "i32", "ptr", "i32", "i32") if self.store_c else ("ptr",)
         self.launch = prepared(runner.compiled, geometry, maps + ("i32", "i32", "i32", "f32", "f32") + tail)
         first = len(maps)
         for i, v in enumerate((self.M, self.N, self.K)):
@@ -102,7 +102,8 @@ class TmaGemm(FastGemm):
                 self.workspace = zeroed_workspace(floats)
                 self.owns_workspace = True
             self.launch.set(first + 7, self.workspace.data.ptr if floats else 0)
-            self.launch.set(first + 8, persistent_splits(problem, params))
+            for i, x in enumerate(persistent_schedule(problem, params)):
+                self.launch.set(first + 8 + i, x)
         self._alpha, self._beta, self._c = (self.launch.slots[first + i] for i in (3, 4, 5))
         self._ptrs = [None, None, None]
 

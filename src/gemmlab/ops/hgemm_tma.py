@@ -192,7 +192,7 @@ def tma_geometry(runner, problem: GemmProblem):
 def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     """Enqueue a TMA rung: maps for A, B (and C), then the kernel, then C's copy back if padded."""
     from ..cuda.launch import launch_kernel
-    from ..kernels.hgemm.specs import b_kmajor, persistent_flag_floats, persistent_splits, tma_boxes
+    from ..kernels.hgemm.specs import b_kmajor, persistent_flag_floats, persistent_schedule, tma_boxes
 
     spec, params = runner.impl, runner.params
     if getattr(runner, "_tma_operands", None) is None:
@@ -206,11 +206,11 @@ def launch_tma(runner, problem: GemmProblem, A, B, C, stream) -> None:
     maps = (tensor_map(a, boxes["A"]), tensor_map(b, boxes["B"]))
     if "C" in boxes:  # rungs 5-6: C by TMA store, and read directly (beta != 0) with its row stride
         ldc = c.strides[0] // c.itemsize
-        # and the split-K workspace and slice count (rungs 5-6 are the persistent ones)
+        # and the split-K workspace, the whole tiles and the slices (rungs 5-6 are the persistent ones)
         w = runner._tma_operands.splitk_workspace(spec.workspace_floats(problem, params),
                                                   persistent_flag_floats(problem, params), int(stream.handle))
         launch_kernel(runner.compiled, geometry, stream, *maps, tensor_map(c, boxes["C"]), *scalars, c.data.ptr,
-                      np.int32(ldc), w, np.int32(persistent_splits(problem, params)))
+                      np.int32(ldc), w, *(np.int32(x) for x in persistent_schedule(problem, params)))
     else:
         launch_kernel(runner.compiled, geometry, stream, *maps, *scalars, c.data.ptr)
     if copy_back is not None:

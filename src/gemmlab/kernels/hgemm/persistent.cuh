@@ -19,26 +19,38 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
     tn = r / rows;
 }
 
-// -- split-K (SPLITS > 1): the K tiles of every output tile dealt out in `splits` slices -------------
-// Work unit u (slice-major: u = slice * tiles + tile, so the units running at one time share K
-// slices of neighbouring tiles, as the grouped order intends) multiplies K tiles [k0, k1) of its
-// tile. Each consumer warpgroup writes its 64 x BN partial to a workspace slot of its own, in
+// -- split-K: the K tiles of sliced output tiles dealt out in `splits` slices -----------------------
+// Which tiles are sliced: all of them (uniform split-K, for problems with fewer tiles than SMs),
+// or only those of a partial last wave (the tail split, next_unit). A sliced unit multiplies K
+// tiles [k0, k1) of its tile; units of one slice run at one time on neighbouring tiles, as the
+// grouped order intends. Each consumer warpgroup writes its 64 x BN partial to a workspace slot of its own, in
 // accumulator order (thread t's float4 j at j * 128 + t: 512 contiguous bytes per warp), and
 // counts itself in on its half-tile's flag; the last to arrive sums every slot in slice order -
 // so the result does not depend on who arrived last: deterministic, as cuBLAS is - and runs the
 // epilogue. Nobody waits on another unit, so no schedule can deadlock. The last arriver puts the
 // flag back to zero, so the next launch of the same shape needs no clearing (a shape with more
 // flags would find partials where they lie: the host clears those first, ops/hgemm_tma.py).
-// Workspace W (floats): splitk_flag_floats(tiles * CM) ints, then per CTA tile, slice and
-// half a 64 x BN slot.
+// Workspace W (floats): splitk_flag_floats(sliced tiles * CM) ints, then per sliced CTA tile,
+// slice and half a 64 x BN slot.
 __host__ __device__ __forceinline__ int splitk_flag_floats(int cta_tiles) { return (2 * cta_tiles + 31) / 32 * 32; }
 
-// The walk over work units: (tile, slice) after a step of `clusters` tiles, carried into the next
-// slice(s) past the last tile; false once past the last slice. (u = slice * tiles + tile, kept
-// as the pair: no division per unit, one register fewer live across the K loop.)
-__device__ __forceinline__ bool next_unit(int& tile, int& slice, int tiles, int splits) {
-    while (tile >= tiles) {
-        tile -= tiles;
+// The walk over work units. The first `whole` cluster tiles are whole units (slice < 0); the
+// other `tail` tiles are dealt out in `splits` K slices each, slice-major (v = slice * tail +
+// tile, v counted past the whole units). So uniform split-K is whole = 0, whole tiles are
+// whole = tiles, and a split of the last, partial wave only (the full waves whole, its few
+// tiles in slices that fill the SMs the wave would leave idle: "tail split") lies between.
+// (tile, slice) are advanced by `clusters` tiles a step, carried into the tail and into the next
+// slice(s) with no division (one register fewer live across the K loop); in the tail, `tile`
+// counts from the first tail tile. False once past the last unit.
+__device__ __forceinline__ bool next_unit(int& tile, int& slice, int whole, int tail, int splits) {
+    if (slice < 0) {
+        if (tile < whole) return true;
+        tile -= whole;
+        slice = 0;
+    }
+    if (tail <= 0) return false;
+    while (tile >= tail) {
+        tile -= tail;
         ++slice;
     }
     return slice < splits;
@@ -131,12 +143,13 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //      so A sits M-major in shared memory, as a KxN B sits N-major, and wgmma reads it with its
 //      A transpose bit (16-bit only). Each half is BK * 128 bytes, the same 8 KB as the K-major
 //      half, so the stage layout and the consumers' offsets do not change.
-// splits (runtime, 1..ktiles; the host clamps it): K slices per output tile, split-K above; W the
-//   zeroed workspace they need (null when splits == 1).
+// whole, splits (runtime; the host sets both, specs.persistent_schedule): the first `whole` cluster
+//   tiles run whole, the others in `splits` K slices each (1..ktiles: the host clamps it), split-K
+//   above; W the zeroed workspace the sliced tiles need (null when no tile is sliced).
 template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int GROUP_M, int A_MNMAJOR = 0>
 __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap& tmB, const TmaMap& tmC, int M, int N,
                                                 int K, float alpha, float beta, const void* __restrict__ Cin,
-                                                int ldc, float* __restrict__ W, int splits) {
+                                                int ldc, float* __restrict__ W, int whole, int splits) {
     constexpr bool TF32 = KIND == 2;
     constexpr bool KMAJOR = B_KMAJOR != 0;
     constexpr bool A_MN = A_MNMAJOR != 0;
@@ -150,7 +163,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     // A staged C chunk is 64 rows x 128 bytes (the TMA store's swizzled box): 32 fp32 or 64 16-bit columns
     constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
     constexpr int CONSUMER_WARPS = 8;
-    static_assert(BN == 128 || BN == 256, "BN is 128 or 256 (one wgmma per K step)");
+    static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256 (one wgmma per K step)");
     static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs along M");
     static_assert(B_KMAJOR == 0 || B_KMAJOR == 1, "B_KMAJOR is 0 (B is KxN) or 1 (B given as NxK)");
     static_assert(A_MNMAJOR == 0 || A_MNMAJOR == 1, "A_MNMAJOR is 0 (A is MxK) or 1 (A given as KxM)");
@@ -188,11 +201,12 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         setmaxnreg_dec<40>();
         if (t == 0) {
             int it = 0;
-            // work unit u = slice * tiles + tile, walked as (tile, slice) with no division
-            for (int tile = cluster, slice = 0; next_unit(tile, slice, tiles, splits); tile += clusters) {
-                int tm, tn, k0, k1;
-                tile_coords(tile, tiles_m, tiles_n, GROUP_M, tm, tn);
-                slice_range(slice, splits, ktiles, k0, k1);
+            // work units walked as (tile, slice) with no division: next_unit
+            for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
+                 tile += clusters) {
+                int tm, tn, k0 = 0, k1 = ktiles;
+                tile_coords(slice < 0 ? tile : whole + tile, tiles_m, tiles_n, GROUP_M, tm, tn);
+                if (slice >= 0) slice_range(slice, splits, ktiles, k0, k1);
                 const int m0 = (tm * CM + rank) * BM, n0 = tn * BN;
                 for (int k = k0; k < k1; ++k, ++it) {
                     const int s = it % STAGES;
@@ -243,10 +257,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         };
         float acc[BN / 2];
         int it = 0;
-        for (int tile = cluster, slice = 0; next_unit(tile, slice, tiles, splits); tile += clusters) {
-            int tm, tn, k0, k1;
-            tile_coords(tile, tiles_m, tiles_n, GROUP_M, tm, tn);
-            slice_range(slice, splits, ktiles, k0, k1);
+        for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
+             tile += clusters) {
+            int tm, tn, k0 = 0, k1 = ktiles;
+            tile_coords(slice < 0 ? tile : whole + tile, tiles_m, tiles_n, GROUP_M, tm, tn);
+            if (slice >= 0) slice_range(slice, splits, ktiles, k0, k1);
             const int m0 = (tm * CM + rank) * BM + 64 * half, n0 = tn * BN;
             const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
             for (int k = 0; k < nk; ++k, ++it) {
@@ -277,10 +292,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             fence_operands(acc);
             release((it - 1) % STAGES);
 
-            if (splits > 1) {  // split-K: park this slice's partial; the last slice to finish sums them
+            if (slice >= 0 && splits > 1) {  // a slice: park its partial; the last slice to finish sums them
+                // flags and slots are numbered over the sliced tiles only (`tile` counts from the first)
                 const long long cta_tile = (long long)tile * CM + rank;
                 const long long slot_floats = 64 * BN, slice_stride = 2 * slot_floats;
-                float* slots = W + splitk_flag_floats(tiles * CM) + (cta_tile * splits * 2 + half) * slot_floats;
+                float* slots = W + splitk_flag_floats((tiles - whole) * CM) + (cta_tile * splits * 2 + half) * slot_floats;
                 store_partial(acc, slots + slice * slice_stride, t);
                 if (!arrive_last_half(reinterpret_cast<int*>(W) + 2 * cta_tile + half, splits, half, t, last_of))
                     continue;

@@ -134,7 +134,7 @@ register(WMMA, MMA_SYNC)
 # Specs of the Hopper tensor-core rungs 3-6 (sm_90a: wgmma, TMA, setmaxnreg, clusters).
 #
 # Their kernels take TMA tensor maps, not A and B pointers: (tmA, tmB, M, N, K, alpha, beta, C)
-# for rungs 3-4 and (tmA, tmB, tmC, M, N, K, alpha, beta, C, ldc, W, splits) for rungs 5-6, built by
+# for rungs 3-4 and (tmA, tmB, tmC, M, N, K, alpha, beta, C, ldc, W, whole, splits) for rungs 5-6, built by
 # gemmlab.ops.hgemm_tma, which reads the box shapes from `tma_boxes` below. Block tiles are 128 x BN,
 # K tiles one 128-byte swizzled row (64 16-bit or 32 tf32 elements), as the kernels' static_asserts
 # say; the constraints mirror them.
@@ -191,38 +191,78 @@ def k_tiles(p: GemmProblem) -> int:
 SPLITK_WORKSPACE_CAP = 64 * 1024 * 1024  # floats (256 MiB): split-K beyond this is for problems with tiles to spare
 
 
-def persistent_splits(p: GemmProblem, v) -> int:
-    """K slices per output tile of a persistent rung (persistent.cuh's split-K): SPLITK > 0 as
-    given, 0 = automatic (when the cluster tiles fill less than half the cluster slots, as many
-    slices as fill one wave with at least 16 K tiles each, at most 8: measured on an H100, 1024^3
-    in two slices of 8 K tiles ran at 61% of cuBLAS against 73% whole, 512x512x8192 in 8 slices
-    of 16 at 79-83% against 37%). Never more slices than K
-    tiles (no slice is empty), nor more partial slots than SPLITK_WORKSPACE_CAP floats."""
-    tiles, ktiles = cluster_tiles(p, v), k_tiles(p)
+def _uniform_splits(p: GemmProblem, v, tiles: int, ktiles: int) -> int:
+    """Uniform split-K's slices: SPLITK > 0 as given, 0 = automatic (when the cluster tiles fill
+    less than half the cluster slots, as many slices as fill one wave with at least 16 K tiles
+    each, at most 8: measured on an H100, 1024^3 in two slices of 8 K tiles ran at 61% of cuBLAS
+    against 73% whole, 512x512x8192 in 8 slices of 16 at 79-83% against 37%)."""
     if v["SPLITK"] > 0:
-        splits = v["SPLITK"]
-    else:
-        slots = cluster_slots(v["CM"])
-        splits = 1 if tiles * 2 > slots else max(1, min(slots // tiles, ktiles // 16, 8))
-    slot_floats = tiles * v["CM"] * BM * v["BN"]
-    return max(1, min(splits, ktiles, SPLITK_WORKSPACE_CAP // slot_floats))
+        return v["SPLITK"]
+    slots = cluster_slots(v["CM"])
+    return 1 if tiles * 2 > slots else max(1, min(slots // tiles, ktiles // 16, 8))
+
+
+TAIL_MIN_KTILES = 8  # the automatic tail split's slices keep at least this many K tiles each
+
+
+def _tail_splits(p: GemmProblem, v, tiles: int, ktiles: int) -> int:
+    """Slices for the tiles of a partial last wave (the tail split; 1: none). TAILK > 1 as given;
+    0 = automatic under SPLITK = 0: when the last wave is at most half full, as many slices as
+    fill the cluster slots it leaves idle, with at least TAIL_MIN_KTILES K tiles each, at most 8.
+    SPLITK = 1 means whole tiles, so only an explicit TAILK slices the tail there."""
+    slots = cluster_slots(v["CM"])
+    rem = tiles % slots
+    if tiles <= slots or rem == 0:
+        return 1
+    tailk = v.get("TAILK", 1)
+    if tailk > 1:
+        return tailk
+    if tailk == 1 or v["SPLITK"] != 0 or rem * 2 > slots:
+        return 1
+    return max(1, min(slots // rem, ktiles // TAIL_MIN_KTILES, 8))
+
+
+def persistent_schedule(p: GemmProblem, v) -> tuple[int, int]:
+    """(whole, splits) for persistent.cuh: the first `whole` cluster tiles run whole, the others
+    in `splits` K slices each. Uniform split-K (whole = 0) for problems with few tiles (SPLITK,
+    `_uniform_splits`); otherwise whole tiles, with the tiles of a partial last wave sliced
+    (TAILK, `_tail_splits`): 3072^3 in 128x256 tiles on 66 two-CTA cluster slots is 2 full waves
+    and 12 tiles, which whole would hold 54 clusters idle for a third of the run. Slices never
+    outnumber the K tiles (none is empty), nor pass SPLITK_WORKSPACE_CAP floats of partials;
+    splits = 1 always comes with whole = tiles."""
+    tiles, ktiles = cluster_tiles(p, v), k_tiles(p)
+    splits = _uniform_splits(p, v, tiles, ktiles)
+    whole = 0
+    if splits == 1:
+        splits = _tail_splits(p, v, tiles, ktiles)
+        whole = tiles - tiles % cluster_slots(v["CM"]) if splits > 1 else tiles
+    slot_floats = (tiles - whole) * v["CM"] * BM * v["BN"]
+    splits = max(1, min(splits, ktiles, SPLITK_WORKSPACE_CAP // max(1, slot_floats)))
+    return (tiles, 1) if splits == 1 else (whole, splits)
+
+
+def persistent_splits(p: GemmProblem, v) -> int:
+    """K slices of each sliced tile (1: every tile whole): persistent_schedule's second half."""
+    return persistent_schedule(p, v)[1]
 
 
 def persistent_flag_floats(p: GemmProblem, v) -> int:
-    """The split-K flags at the head of the workspace: two ints per CTA tile, rounded to 32 (0
-    when the tiles are whole). They must be zero before a launch; a launch leaves them so."""
-    if persistent_splits(p, v) == 1:
+    """The split-K flags at the head of the workspace: two ints per sliced CTA tile, rounded to 32
+    (0 when the tiles are whole). They must be zero before a launch; a launch leaves them so."""
+    whole, splits = persistent_schedule(p, v)
+    if splits == 1:
         return 0
-    return cdiv(2 * cluster_tiles(p, v) * v["CM"], 32) * 32
+    return cdiv(2 * (cluster_tiles(p, v) - whole) * v["CM"], 32) * 32
 
 
 def persistent_workspace(p: GemmProblem, v) -> int:
     """Floats of workspace for split-K (0 when the tiles are whole): the flags, then a BM x BN
-    fp32 partial per CTA tile and slice (persistent.cuh)."""
+    fp32 partial per sliced CTA tile and slice (persistent.cuh)."""
     flags = persistent_flag_floats(p, v)
     if flags == 0:
         return 0
-    return flags + cluster_tiles(p, v) * v["CM"] * persistent_splits(p, v) * BM * v["BN"]
+    whole, splits = persistent_schedule(p, v)
+    return flags + (cluster_tiles(p, v) - whole) * v["CM"] * splits * BM * v["BN"]
 
 
 def persistent_static_smem(v) -> int:
@@ -231,10 +271,11 @@ def persistent_static_smem(v) -> int:
 
 
 def persistent_launch(p: GemmProblem, v) -> Launch:
-    """One CTA per SM (in clusters of CM along M), never more clusters than work units (cluster
-    tiles times K slices)."""
+    """One CTA per SM (in clusters of CM along M), never more clusters than work units (whole
+    cluster tiles, plus the sliced ones times their K slices)."""
     cm = v["CM"]
-    clusters = min(cluster_tiles(p, v) * persistent_splits(p, v), cluster_slots(cm))
+    whole, splits = persistent_schedule(p, v)
+    clusters = min(whole + (cluster_tiles(p, v) - whole) * splits, cluster_slots(cm))
     return Launch(grid=(clusters * cm, 1, 1), block=(384, 1, 1), shmem=persistent_smem(v), cluster=(cm, 1, 1))
 
 
@@ -332,7 +373,9 @@ def kmajor_b_rule(p: GemmProblem) -> str:
 
 def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
     return first + (
-        Param("BN", 256, (128, 256), "block tile columns (wgmma N)"),
+        # 64: twice the tiles of 128 for problems with too few (1024^3: 128 tiles of 128x64 on 132
+        # SMs, cuBLAS's own choice there, against 64 of 128x128)
+        Param("BN", 256, (64, 128, 256), "block tile columns (wgmma N)"),
         Param("STAGES", 4, (2, 3, 4, 5, 6), "tiles in flight"),
         # defaults as measured on the H200 (docs/tensor-cores.md): the 2-CTA multicast cluster
         # leads for 16-bit inputs (102.5% of cuBLAS at 8192^3 against 100.3% with CM = 1), one CTA
@@ -344,15 +387,22 @@ def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
         # session 6) it never lost more than 0.4% to whole tiles and won 2.3x at 512x512x8192 and
         # 1.3x at 128x4096x4096 (docs/tensor-cores.md, split-K).
         Param("SPLITK", 0, (0, 1, 2, 3, 4, 6, 8), "K slices per tile (split-K); 0 = automatic", template=False),
+        # the tail split: whole tiles for the full waves, K slices for the tiles of a partial last
+        # wave only (persistent_schedule); a launch argument too
+        Param("TAILK", 0, (0, 1, 2, 4), "K slices for the tiles of a partial last wave; 0 = automatic, "
+              "1 = whole", template=False),
     )
 
 
 def _persistent_constraints() -> tuple[Constraint, ...]:
     return (
-        Constraint("BN must be 128 or 256", lambda v: v["BN"] in (128, 256)),
+        Constraint("BN must be 64, 128 or 256", lambda v: v["BN"] in (64, 128, 256)),
         Constraint("CM must be 1 or 2", lambda v: v["CM"] in (1, 2)),
+        # each CTA of a 2-CTA cluster multicasts whole 64-column chunks of a KxN B
+        Constraint("BN = 64 needs CM = 1", lambda v: v["BN"] > 64 or v["CM"] == 1),
         Constraint("GROUP_M must be >= 1", lambda v: v["GROUP_M"] >= 1),
         Constraint("SPLITK must be 0 (automatic) to 16", lambda v: 0 <= v["SPLITK"] <= 16),
+        Constraint("TAILK must be 0 (automatic) to 16", lambda v: 0 <= v["TAILK"] <= 16),
     ) + _stage_constraints(persistent_smem)
 
 
