@@ -9,6 +9,9 @@ Two figures per call, on the same shapes and inputs:
   small enough that the GPU's launch queue never fills, so the figure is host work.
 - TFLOP/s (GB/s for sums): a loop of calls timed wall-clock from the first call to the end of the
   GPU work (synchronised once at the end): what a program gets.
+Beside them, the lowest SM clock NVML saw during the loop and during bench's timed launches:
+a loop of large tensor-core GEMMs draws full power for 50 ms and clocks lower than bench's
+bursts, and the clocks say so where the loop falls short of bench (torch.mm's loop with it).
 Beside them, `gemmlab bench`'s figure for the same implementation at the same shape (cold L2,
 median of event-timed launches, same run), so a path that wins in the harness and loses through
 the API shows up. Rows: torch.mm / torch.sum / cupy.matmul / cupy.sum (the references), the
@@ -46,6 +49,8 @@ class Row:
     unit: str
     impl: str = ""
     bench_figure: float | None = None  # gemmlab bench's figure for impl at this shape
+    loop_mhz: int | None = None  # the lowest SM clock during the loop (None without NVML)
+    bench_mhz: int | None = None  # ... and during bench's timed launches
     notes: list = field(default_factory=list)
 
 
@@ -67,31 +72,38 @@ def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: 
     return [statistics.median(t) for t in times]
 
 
-def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None], work_s: float) -> float:
+def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None], work_s: float) -> tuple[float, int | None]:
     """Seconds per call of a back-to-back loop lasting about 50 ms (at least 5 calls): about what
-    `gemmlab bench` times per figure, so neither figure is the one a hot, throttled GPU made."""
+    `gemmlab bench` times per figure, so neither figure is the one a hot, throttled GPU made;
+    and the lowest SM clock seen during it."""
+    from .cuda.nvml import ClockSampler
+
     calls = max(5, min(2000, int(0.05 / max(work_s, 1e-7))))
     fn()
     sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / calls
+    with ClockSampler() as clocks:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        seconds = (time.perf_counter() - start) / calls
+    return seconds, clocks.min_clock
 
 
-def _bench_figure(op: str, impl: str, problem) -> float | None:
-    """gemmlab bench's figure (same run, cold L2, medians) for one implementation and shape."""
+def _bench_figure(op: str, impl: str, problem) -> tuple[float | None, int | None]:
+    """gemmlab bench's figure (same run, cold L2, medians) for one implementation and shape, and
+    the lowest SM clock during its timed launches."""
     from . import registry
     from .harness.bench import BenchOptions, run_bench
 
     try:
         (point,) = run_bench([registry.get(impl, op)], [problem], BenchOptions(repeat=10, min_time_ms=20.0))
     except Exception:
-        return None
+        return None, None
     if point.status != "PASS":
-        return None
-    return point.gbps if op == "reduce" else (point.gflops / 1000 if point.gflops else None)
+        return None, None
+    figure = point.gbps if op == "reduce" else (point.gflops / 1000 if point.gflops else None)
+    return figure, point.clocks.get("sm_clock_min_mhz")
 
 
 def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]:
@@ -139,7 +151,7 @@ def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]
     mine = [(first, lambda: call(a, b)), (f"gemmlab.{op}(A, B, C)", lambda: call(a, b, c)),
             ("Matmul.execute()", plan.execute)]
     call(a, b)  # the plain call's executor exists before timing
-    bench = None
+    bench = (None, None)
     if with_bench:
         dtype = "fp32" if op == "sgemm" else ("bf16" if "bf16" in kind else "fp16")
         bench = _bench_figure(op, plan.impl, GemmProblem(M, N, K, 1.0, 0.0, dtype, "nn", out))
@@ -167,14 +179,14 @@ def _sum_rows(kind: str, n: int, with_bench: bool) -> list[Row]:
     plan = gemmlab.Sum(x)
     mine = [("gemmlab.reduce_sum(x)", lambda: gemmlab.reduce_sum(x)), ("Sum.execute()", plan.execute)]
     gemmlab.reduce_sum(x)  # the plain call's executor exists before timing
-    bench = _bench_figure("reduce", plan.impl, ReduceProblem(n)) if with_bench else None
+    bench = _bench_figure("reduce", plan.impl, ReduceProblem(n)) if with_bench else (None, None)
     return _measure(kind, str(n), refs, mine, plan, sync, 4 * n / 1e9, "GB/s", bench)
 
 
 def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_units: float, unit: str,
-             bench: float | None) -> list[Row]:
+             bench: tuple[float | None, int | None]) -> list[Row]:
     """Host time and loop throughput of the reference calls and gemmlab's (the plan's execute
-    sets the loop length); `work_units` per call in `unit` x seconds."""
+    sets the loop length); `work_units` per call in `unit` x seconds; `bench` = (figure, MHz)."""
     sync()
     start = time.perf_counter()
     plan.execute()
@@ -183,11 +195,12 @@ def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_uni
     calls = refs + mine
     hosts = _host_us([fn for _, fn in calls], sync, batch=host_batch(work_s))
     rows = []
+    figure, bench_mhz = bench
     for (name, fn), host in zip(calls, hosts):
-        per_call = _loop_seconds(fn, sync, work_s)
+        per_call, mhz = _loop_seconds(fn, sync, work_s)
         is_mine = (name, fn) in mine
         rows.append(Row(kind, shape, name, host, work_units / per_call, unit, plan.impl if is_mine else "",
-                        bench if is_mine else None))
+                        figure if is_mine else None, mhz, bench_mhz if is_mine else None))
     return rows
 
 
@@ -221,8 +234,9 @@ def to_markdown(rows: list[Row], command: str) -> str:
         unit = mine[0].unit
         out += [f"**{case}** (host us per call, back to back; {unit} of a loop of calls; bench = `gemmlab bench` "
                 f"figure of the same implementation, same run)", "",
-                f"| shape | call | impl | host us | x ref host | {unit} | bench {unit} | loop / bench |",
-                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+                f"| shape | call | impl | host us | x ref host | {unit} | bench {unit} | loop / bench | "
+                f"SM MHz, loop / bench |",
+                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for shape in dict.fromkeys(r.shape for r in mine):
             group = [r for r in mine if r.shape == shape]
             ref = group[0]
@@ -230,7 +244,8 @@ def to_markdown(rows: list[Row], command: str) -> str:
                 ratio = f"{r.host_us / ref.host_us:.2f}x" if r is not ref else "-"
                 bench = f"{r.bench_figure:,.1f}" if r.bench_figure else "-"
                 share = f"{100 * r.figure / r.bench_figure:.0f}%" if r.bench_figure else "-"
+                mhz = " / ".join(str(m) if m else "-" for m in (r.loop_mhz, r.bench_mhz) if m or r.bench_figure)
                 out.append(f"| {shape} | {r.call} | {r.impl or '-'} | {r.host_us:.1f} | {ratio} | {r.figure:,.1f} | "
-                           f"{bench} | {share} |")
+                           f"{bench} | {share} | {mhz or '-'} |")
         out.append("")
     return "\n".join(out)

@@ -27,3 +27,21 @@ def test_host_us_runs_each_function_batch_times_a_round():
     assert counts == [10 + 3 * 7, 10 + 3 * 7]  # 10 warm-up calls each, then 3 rounds of 7
     assert len(syncs) == 1 + 3 * 2
     assert all(h >= 0 for h in hosts)
+
+
+def test_the_table_shows_the_clocks_beside_the_figures():
+    rows = [apibench.Row("hgemm torch bf16", "4096x4096x4096", "torch.mm", 16.0, 690.0, "TFLOP/s", loop_mhz=1620),
+            apibench.Row("hgemm torch bf16", "4096x4096x4096", "Matmul.execute()", 6.0, 660.0, "TFLOP/s", "cublas",
+                         730.0, loop_mhz=1590, bench_mhz=1980),
+            apibench.Row("hgemm torch bf16", "64x64x64", "torch.mm", 16.0, 0.1, "TFLOP/s")]
+    text = apibench.to_markdown(rows, "gemmlab bench --api hgemm")
+    assert "| 4096x4096x4096 | torch.mm | - | 16.0 | - | 690.0 | - | - | 1620 |" in text
+    assert "| 90% | 1590 / 1980 |" in text
+    assert text.rstrip().splitlines()[-1].endswith("| - | - | - |"), "no NVML: no clock"
+
+
+def test_a_loop_reports_its_lowest_clock_or_none_without_nvml():
+    calls = []
+    seconds, mhz = apibench._loop_seconds(lambda: calls.append(1), lambda: None, 0.01)
+    assert len(calls) == 1 + 5 and seconds >= 0
+    assert mhz is None or mhz > 0
