@@ -3,8 +3,8 @@ frameworks' own calls in the same process and run.
 
 Two figures per call, on the same shapes and inputs:
 - host us/call: the wall time of a batch of back-to-back calls with no synchronisation (100, or
-  fewer for calls whose GPU work is long: see `host_batch`), divided by the batch: what a call
-  costs the calling thread. The calls being compared take turns, batch by batch
+  fewer for calls whose GPU work is long: see `host_batch`), divided by the batch, after one
+  untimed call: what a call costs the calling thread. The calls being compared take turns, batch by batch
   (11 rounds, the median kept), so a noisy host (a VM) weighs on all of them alike. Batches are
   small enough that the GPU's launch queue never fills, so the figure is host work.
 - TFLOP/s (GB/s for sums): a loop of calls timed wall-clock from the first call to the end of the
@@ -64,6 +64,10 @@ def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: 
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
+            # the first call after a sync meets an idle stream and costs far more than the rest
+            # (H100, 8192^3: batches of 11 read 13-19 us a call this way, batches of 100 7 us);
+            # it is made untimed, so a batch's figure is a back-to-back call's whatever its size
+            fn()
             start = time.perf_counter()
             for _ in range(batch):
                 fn()

@@ -24,7 +24,7 @@ def test_host_us_runs_each_function_batch_times_a_round():
     syncs = []
     fns = [lambda: counts.__setitem__(0, counts[0] + 1), lambda: counts.__setitem__(1, counts[1] + 1)]
     hosts = apibench._host_us(fns, lambda: syncs.append(1), rounds=3, batch=7)
-    assert counts == [10 + 3 * 7, 10 + 3 * 7]  # 10 warm-up calls each, then 3 rounds of 7
+    assert counts == [10 + 3 * 8, 10 + 3 * 8]  # 10 warm-up calls each, then 3 rounds of 1 untimed + 7
     assert len(syncs) == 1 + 3 * 2
     assert all(h >= 0 for h in hosts)
 

@@ -91,11 +91,14 @@ __device__ __forceinline__ void store_partial(const float (&acc)[R], float* __re
 // acc = the sum of the half-tile's `splits` slots, slot 0 first (`stride` floats apart), read
 // through L2 (.cg: another SM wrote them; this SM's L1 may hold an older launch's lines). Slot 0
 // loads straight into the accumulators; each later slot comes in groups of G float4s kept in
-// flight together (G * 4 registers beside the accumulators: the kernel is built for 168).
+// flight together (G * 4 registers beside the accumulators: the kernel is built for 168, and
+// G = 8 still compiles without a spill at BN = 256). The sum is latency-bound: with G = 2 the
+// tail split's last arriver read its 128 KB partials at ~50 GB/s (H100, 3072^3: 3 slices and 5
+// ran alike, 87% of cuBLAS), so more loads are kept in flight.
 template <int R>
 __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __restrict__ slot0, long long stride,
                                              int splits, int t) {
-    constexpr int G = 2;
+    constexpr int G = R / 4 < 8 ? R / 4 : 8;
     static_assert((R / 4) % G == 0, "whole groups of float4s");
     const float4* p = reinterpret_cast<const float4*>(slot0) + t;
 #pragma unroll

@@ -376,7 +376,8 @@ def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
         # 64: twice the tiles of 128 for problems with too few (1024^3: 128 tiles of 128x64 on 132
         # SMs, cuBLAS's own choice there, against 64 of 128x128)
         Param("BN", 256, (64, 128, 256), "block tile columns (wgmma N)"),
-        Param("STAGES", 4, (2, 3, 4, 5, 6), "tiles in flight"),
+        # 7 and 8 fit shared memory only with BN = 64 (24 KB a stage)
+        Param("STAGES", 4, (2, 3, 4, 5, 6, 7, 8), "tiles in flight"),
         # defaults as measured on the H200 (docs/tensor-cores.md): the 2-CTA multicast cluster
         # leads for 16-bit inputs (102.5% of cuBLAS at 8192^3 against 100.3% with CM = 1), one CTA
         # for tf32 (91.2% against 87.1%)
