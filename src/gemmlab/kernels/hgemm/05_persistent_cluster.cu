@@ -25,6 +25,10 @@
 //   runs. Dealing each tile's K loop out in slices gives every SM work; the slices' fp32 partials
 //   meet in a workspace and the last slice of a tile to finish sums them in slice order (so the
 //   result is deterministic) and writes C. Tiles are still whole for SPLITK = 1.
+// Tail split (TAILK, a launch parameter): a problem of a few waves whose last wave is partial
+//   (3072^3: 144 cluster tiles of 256x256 on 66 cluster slots, 2 waves and 12 tiles) runs its
+//   full waves whole and deals only the last wave's tiles out in K slices, through the same
+//   workspace, so the SMs the last wave would leave idle share its work.
 // Should move: past rung 4 on large shapes (no per-tile prologue, epilogue hidden under the
 //   next tile's loads, less L2 traffic), toward cuBLAS, which does the same.
 #include "persistent.cuh"
