@@ -53,6 +53,13 @@ class Row:
     bench_mhz: int | None = None  # ... and during bench's timed launches
     notes: list = field(default_factory=list)
 
+    @property
+    def clocks(self) -> str:
+        """The loop's lowest SM clock, and bench's beside it where the row has a bench figure
+        ("-" for what NVML could not read): "1605 / 1980"."""
+        shown = (self.loop_mhz, self.bench_mhz) if self.bench_figure else (self.loop_mhz,)
+        return " / ".join(str(m) if m else "-" for m in shown)
+
 
 def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: int = 11,
              batch: int = HOST_BATCH) -> list[float]:
@@ -248,8 +255,7 @@ def to_markdown(rows: list[Row], command: str) -> str:
                 ratio = f"{r.host_us / ref.host_us:.2f}x" if r is not ref else "-"
                 bench = f"{r.bench_figure:,.1f}" if r.bench_figure else "-"
                 share = f"{100 * r.figure / r.bench_figure:.0f}%" if r.bench_figure else "-"
-                mhz = " / ".join(str(m) if m else "-" for m in (r.loop_mhz, r.bench_mhz) if m or r.bench_figure)
                 out.append(f"| {shape} | {r.call} | {r.impl or '-'} | {r.host_us:.1f} | {ratio} | {r.figure:,.1f} | "
-                           f"{bench} | {share} | {mhz or '-'} |")
+                           f"{bench} | {share} | {r.clocks} |")
         out.append("")
     return "\n".join(out)

@@ -29,9 +29,8 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
 
     def show(row):
         bench = f"  bench {row.bench_figure:,.1f}" if row.bench_figure else ""
-        clocks = "  " + " / ".join(f"{m or '-'}" for m in (row.loop_mhz, row.bench_mhz)[:1 + bool(row.bench_figure)])
         console.print(f"{row.case:20} {row.shape:>15}  {row.call:36} {row.impl:>16}  {row.host_us:8.1f} us/call  "
-                      f"{row.figure:10,.1f} {row.unit}{bench}{clocks} MHz")
+                      f"{row.figure:10,.1f} {row.unit}{bench}  {row.clocks} MHz")
 
     rows = apibench.run(kinds, gemm_sizes, sum_sizes, on_row=show)
     text = apibench.to_markdown(rows, command_line())

@@ -191,7 +191,7 @@ def k_tiles(p: GemmProblem) -> int:
 SPLITK_WORKSPACE_CAP = 64 * 1024 * 1024  # floats (256 MiB): split-K beyond this is for problems with tiles to spare
 
 
-def _uniform_splits(p: GemmProblem, v, tiles: int, ktiles: int) -> int:
+def _uniform_splits(v, tiles: int, ktiles: int) -> int:
     """Uniform split-K's slices: SPLITK > 0 as given, 0 = automatic (when the cluster tiles fill
     less than half the cluster slots, as many slices as fill one wave with at least 16 K tiles
     each, at most 8: measured on an H100, 1024^3 in two slices of 8 K tiles ran at 61% of cuBLAS
@@ -205,7 +205,7 @@ def _uniform_splits(p: GemmProblem, v, tiles: int, ktiles: int) -> int:
 TAIL_MIN_KTILES = 8  # the automatic tail split's slices keep at least this many K tiles each
 
 
-def _tail_splits(p: GemmProblem, v, tiles: int, ktiles: int) -> int:
+def _tail_splits(v, tiles: int, ktiles: int) -> int:
     """Slices for the tiles of a partial last wave (the tail split; 1: none). TAILK > 1 as given;
     0 = automatic under SPLITK = 0: when the last wave is at most half full, as many slices as
     fill the cluster slots it leaves idle, with at least TAIL_MIN_KTILES K tiles each, at most 8.
@@ -231,10 +231,10 @@ def persistent_schedule(p: GemmProblem, v) -> tuple[int, int]:
     outnumber the K tiles (none is empty), nor pass SPLITK_WORKSPACE_CAP floats of partials;
     splits = 1 always comes with whole = tiles."""
     tiles, ktiles = cluster_tiles(p, v), k_tiles(p)
-    splits = _uniform_splits(p, v, tiles, ktiles)
+    splits = _uniform_splits(v, tiles, ktiles)
     whole = 0
     if splits == 1:
-        splits = _tail_splits(p, v, tiles, ktiles)
+        splits = _tail_splits(v, tiles, ktiles)
         whole = tiles - tiles % cluster_slots(v["CM"]) if splits > 1 else tiles
     slot_floats = (tiles - whole) * v["CM"] * BM * v["BN"]
     splits = max(1, min(splits, ktiles, SPLITK_WORKSPACE_CAP // max(1, slot_floats)))
@@ -246,23 +246,24 @@ def persistent_splits(p: GemmProblem, v) -> int:
     return persistent_schedule(p, v)[1]
 
 
+def _sliced_cta_tiles(p: GemmProblem, v) -> tuple[int, int]:
+    """(CTA tiles cut into K slices, slices each); (0, 1) when every tile is whole."""
+    whole, splits = persistent_schedule(p, v)
+    return (0, 1) if splits == 1 else ((cluster_tiles(p, v) - whole) * v["CM"], splits)
+
+
 def persistent_flag_floats(p: GemmProblem, v) -> int:
     """The split-K flags at the head of the workspace: two ints per sliced CTA tile, rounded to 32
     (0 when the tiles are whole). They must be zero before a launch; a launch leaves them so."""
-    whole, splits = persistent_schedule(p, v)
-    if splits == 1:
-        return 0
-    return cdiv(2 * (cluster_tiles(p, v) - whole) * v["CM"], 32) * 32
+    sliced, _ = _sliced_cta_tiles(p, v)
+    return cdiv(2 * sliced, 32) * 32
 
 
 def persistent_workspace(p: GemmProblem, v) -> int:
     """Floats of workspace for split-K (0 when the tiles are whole): the flags, then a BM x BN
     fp32 partial per sliced CTA tile and slice (persistent.cuh)."""
-    flags = persistent_flag_floats(p, v)
-    if flags == 0:
-        return 0
-    whole, splits = persistent_schedule(p, v)
-    return flags + (cluster_tiles(p, v) - whole) * v["CM"] * splits * BM * v["BN"]
+    sliced, splits = _sliced_cta_tiles(p, v)
+    return cdiv(2 * sliced, 32) * 32 + sliced * splits * BM * v["BN"]
 
 
 def persistent_static_smem(v) -> int:
