@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "src/gemmlab/kernels/hgemm/wgmma_ops.cuh"
-NS = (64, 128, 256)
+NS = (64, 128, 192, 256)
 TYPES = (  # (kind, ptx type, k, transposable B)
     (0, "f16", 16, True),
     (1, "bf16", 16, True),
@@ -58,7 +58,10 @@ def main() -> None:
             kw = "if" if first else "} else if"
             parts.append(f"    {kw} constexpr (N == {n} && KIND == {kind}) {{\n        wgmma_m64n{n}_k{kind}<TRANS_B, TRANS_A>(d, da, db, scale_d);\n")
             first = False
-    parts.append("    } else {\n        static_assert(N == 64 || N == 128 || N == 256, \"wgmma N must be 64, 128 or 256 here\");\n    }\n}\n\n}  // namespace hop\n}  // namespace gemmlab\n")
+    allowed = " || ".join(f"N == {n}" for n in NS)
+    names = ", ".join(str(n) for n in NS[:-1]) + f" or {NS[-1]}"
+    parts.append(f"    }} else {{\n        static_assert({allowed}, \"wgmma N must be {names} here\");\n    }}\n}}\n\n"
+                 "}  // namespace hop\n}  // namespace gemmlab\n")
     OUT.write_text("".join(parts))
     print(f"wrote {OUT}")
 

@@ -4,7 +4,7 @@ verified first, cold L2, median of 10). What docs/tensor-cores.md's split-K re-m
 the choice of dispatch candidates rest on.
 
     PYTHONPATH=src python3 scripts/hgemm_variants.py --dtype bf16 \\
-        --sizes 512x512x8192,1024,1000x3000x2000 --bn 64,128,256 --cm 1,2 --splitk 1,0 --tailk 1,0
+        --sizes 512x512x8192,1024,1000x3000x2000 --bn 64,128,256 --cm 1,2 --cn 1,2 --splitk 1,0 --tailk 1,0
 
 Combinations the spec refuses (BN = 64 with CM = 2) are left out.
 """
@@ -20,6 +20,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="512x512x8192,1024,1000x3000x2000,3072,128x4096x4096,2048,4097")
     ap.add_argument("--bn", default="128,256")
     ap.add_argument("--cm", default="1,2")
+    ap.add_argument("--cn", default="1", help="CTAs per cluster along N (2: A multicast)")
     ap.add_argument("--splitk", default="1,0")
     ap.add_argument("--tailk", default="0", help="K slices of a partial last wave's tiles (0 automatic, 1 whole)")
     ap.add_argument("--stages", default="4")
@@ -31,14 +32,16 @@ def main() -> None:
     from gemmlab.problem import GemmProblem, parse_shape
 
     ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
-    grid = itertools.product(ints(args.bn), ints(args.cm), ints(args.splitk), ints(args.tailk), ints(args.stages))
+    grid = itertools.product(ints(args.bn), ints(args.cm), ints(args.cn), ints(args.splitk), ints(args.tailk),
+                             ints(args.stages))
     base = registry.get("persistent", "hgemm")
     variants = []
-    for bn, cm, sk, tk, st in grid:
-        values = dict(BN=bn, CM=cm, SPLITK=sk, TAILK=tk, STAGES=st)
+    for bn, cm, cn, sk, tk, st in grid:
+        values = dict(BN=bn, CM=cm, CN=cn, SPLITK=sk, TAILK=tk, STAGES=st)
         if base.failed_constraints({**base.defaults, **values}):
             continue
-        variants.append(base.variant(f"bn{bn}c{cm}s{sk}t{tk}" + (f"p{st}" if st != 4 else ""), "variant", "variant",
+        variants.append(base.variant(f"bn{bn}c{cm}" + (f"x{cn}" if cn != 1 else "") + f"s{sk}t{tk}"
+                                     + (f"p{st}" if st != 4 else ""), "variant", "variant",
                                      **values))
     impls = variants + [registry.get("cublas", "hgemm")]
     options = BenchOptions(warmup=3, repeat=10, min_time_ms=20.0)

@@ -67,16 +67,43 @@ def test_launch_never_exceeds_the_work_units():
     assert PERSISTENT.launch(_p(4096, 4096, 8192), v).grid == (132, 1, 1)
 
 
+def test_clusters_along_n_pair_tiles_side_by_side_and_halve_the_a_box():
+    v = PERSISTENT.resolve({"BN": 64, "CM": 1, "CN": 2, "STAGES": 8})
+    p = _p(1024, 1024, 1024)
+    assert specs.cluster_tiles(p, v) == 8 * 8, "128 x 128 cluster tiles: two 128x64 CTA tiles side by side"
+    launch = PERSISTENT.launch(p, v)
+    assert launch.cluster == (2, 1, 1) and launch.grid == (128, 1, 1), "64 clusters of 2: one CTA per tile"
+    boxes = specs.tma_boxes(PERSISTENT, v)
+    assert boxes["A"] == (64, 64), "each CTA of a cluster row loads one 64-row half of A"
+    assert boxes["B"] == (64, 64)
+    assert specs.tma_boxes(PERSISTENT, {**v, "A_MNMAJOR": 1})["A"] == (64, 64), "A^T: already one box per half"
+    quad = PERSISTENT.resolve({"BN": 256, "CM": 2, "CN": 2})
+    assert PERSISTENT.launch(_p(4096, 4096, 4096), quad).cluster == (4, 1, 1)
+    assert PERSISTENT.launch(_p(4096, 4096, 4096), quad).grid == (132, 1, 1), "33 slots of 4 CTAs"
+    assert specs.tma_boxes(PERSISTENT, {**quad, "B_KMAJOR": 1})["B"] == (128, 64), "B^T: BN / CM rows each"
+    assert not PERSISTENT.failed_constraints({**quad}) and PERSISTENT.failed_constraints({**quad, "CN": 4})
+
+
+def test_192_wide_tiles_fill_the_waves_that_256_leaves_partial():
+    v = PERSISTENT.resolve({"BN": 192, "CM": 1})
+    assert specs.cluster_tiles(_p(1000, 3000, 2000), v) == 8 * 16, "one wave, 128 of 132 SMs"
+    assert specs.cluster_tiles(_p(3072, 3072, 3072), v) == 24 * 16
+    assert specs.persistent_schedule(_p(3072, 3072, 3072), v) == (384, 1), "the last wave is 91% full: whole"
+    assert specs.tma_boxes(PERSISTENT, {**v, "B_KMAJOR": 1})["B"] == (192, 64)
+    assert PERSISTENT.failed_constraints({**v, "CM": 2}), "a KxN B multicasts whole 64-column chunks"
+    assert PERSISTENT.failed_constraints({**v, "STAGES": 5}), "40 KB stages: four fit"
+
+
 def _walk(p, v):
     """persistent.cuh's unit walk for every cluster and rank: the K tiles each (CTA tile) gets,
     the arrivals on each half-tile flag and the workspace floats each slot touches."""
-    BM, BN, CM = specs.BM, v["BN"], v["CM"]
-    tiles_m, tiles_n = -(-p.M // (BM * CM)), -(-p.N // BN)
+    BM, BN, CM, CS = specs.BM, v["BN"], v["CM"], specs.cluster_size(v)
+    tiles_m, tiles_n = -(-p.M // (BM * CM)), -(-p.N // (BN * v["CN"]))
     tiles, ktiles = tiles_m * tiles_n, specs.k_tiles(p)
     whole, splits = specs.persistent_schedule(p, v)
     tail = tiles - whole
-    clusters = PERSISTENT.launch(p, v).grid[0] // CM
-    flags_end = -(-2 * tail * CM // 32) * 32
+    clusters = PERSISTENT.launch(p, v).grid[0] // CS
+    flags_end = -(-2 * tail * CS // 32) * 32
     covered, arrivals, slots, per_cluster = {}, {}, set(), {}
     for cluster in range(clusters):
         tile, slice_ = cluster, -1
@@ -99,16 +126,16 @@ def _walk(p, v):
             assert k1 > k0, "no slice is empty"
             absolute = tile if slice_ < 0 else whole + tile
             per_cluster[cluster] = per_cluster.get(cluster, 0) + (k1 - k0)
-            for rank in range(CM):
-                cta_tile = absolute * CM + rank
+            for rank in range(CS):
+                cta_tile = absolute * CS + rank
                 covered.setdefault(cta_tile, []).extend(range(k0, k1))
                 for half in (0, 1):
                     arrivals[2 * cta_tile + half] = arrivals.get(2 * cta_tile + half, 0) + 1
                     if slice_ >= 0 and splits > 1:
-                        first = flags_end + (((tile * CM + rank) * splits + slice_) * 2 + half) * 64 * BN
+                        first = flags_end + (((tile * CS + rank) * splits + slice_) * 2 + half) * 64 * BN
                         slots.add((first, first + 64 * BN))
             tile += clusters
-    return tiles * CM, ktiles, whole * CM, splits, covered, arrivals, slots, per_cluster
+    return tiles * CS, ktiles, whole * CS, splits, covered, arrivals, slots, per_cluster
 
 
 @pytest.mark.parametrize("shape, params", [
@@ -123,6 +150,13 @@ def _walk(p, v):
     ((1409, 1665, 203), {"BN": 128, "CM": 1, "SPLITK": 1, "TAILK": 3}),
     ((1000, 3000, 2000), {"BN": 128, "CM": 2, "TAILK": 2}),    # 96 cluster tiles: 66 whole + 30 in 2 slices
     ((4097, 4097, 4097), {"BN": 128, "CM": 1}),                # several full waves, then the tail
+    ((1024, 1024, 1024), {"BN": 64, "CM": 1, "CN": 2}),        # 1x2 clusters of 128x64: 64 cluster tiles, whole
+    ((512, 512, 8192), {"BN": 64, "CM": 1, "CN": 2}),          # split-K, automatic, in 1x2 clusters
+    ((3072, 3072, 3072), {"BN": 128, "CM": 2, "CN": 2}),       # 2x2 clusters: 144 cluster tiles on 33 slots
+    ((1001, 2999, 503), {"BN": 256, "CM": 2, "CN": 2, "SPLITK": 3}),
+    ((1409, 1665, 203), {"BN": 128, "CM": 1, "CN": 2, "TAILK": 3}),
+    ((3072, 3072, 3072), {"BN": 192, "CM": 1}),                # 384 tiles of 128x192: 2 waves + 120, whole
+    ((1000, 3000, 2000), {"BN": 192, "CM": 1, "CN": 2, "SPLITK": 2}),
 ])
 def test_the_unit_walk_covers_every_k_tile_once_and_stays_in_the_workspace(shape, params):
     p = _p(*shape)

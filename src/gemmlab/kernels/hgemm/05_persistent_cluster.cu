@@ -29,6 +29,9 @@
 //   (3072^3: 144 cluster tiles of 256x256 on 66 cluster slots, 2 waves and 12 tiles) runs its
 //   full waves whole and deals only the last wave's tiles out in K slices, through the same
 //   workspace, so the SMs the last wave would leave idle share its work.
+// Clusters along N (CN = 2): two CTAs side by side need the same A rows; each loads one 64-row
+//   half and multicasts it to both (cuBLAS's 1x2 clusters of 128x64 tiles at 1024^3). CM x CN
+//   clusters of up to 2x2 share A along their rows and B along their columns.
 // Should move: past rung 4 on large shapes (no per-tile prologue, epilogue hidden under the
 //   next tile's loads, less L2 traffic), toward cuBLAS, which does the same.
 #include "persistent.cuh"
@@ -40,14 +43,14 @@ namespace gemmlab {
 // or of the input type (OUT16 = 1). splits > 1 deals each tile's K tiles out in that many slices
 // (split-K, for problems with fewer tiles than SMs; persistent.cuh), summed in order through the
 // zeroed workspace W (null when splits == 1).
-template <int BF16, int B_KMAJOR, int OUT16, int A_MNMAJOR, int BN, int STAGES, int CM, int GROUP_M>
+template <int BF16, int B_KMAJOR, int OUT16, int A_MNMAJOR, int BN, int STAGES, int CM, int CN, int GROUP_M>
 __global__ void __launch_bounds__(384, 1)
 hgemm_persistent(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmB,
                  const __grid_constant__ hop::TmaMap tmC, int M, int N, int K, float alpha, float beta,
                  const void* __restrict__ C, int ldc, float* __restrict__ W, int whole, int splits) {
     static_assert(BF16 == 0 || BF16 == 1, "16-bit inputs: 0 fp16, 1 bf16");
-    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, GROUP_M, A_MNMAJOR>(tmA, tmB, tmC, M, N, K, alpha,
-                                                                                    beta, C, ldc, W, whole, splits);
+    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, CN, GROUP_M, A_MNMAJOR>(tmA, tmB, tmC, M, N, K, alpha,
+                                                                                        beta, C, ldc, W, whole, splits);
 }
 
 }  // namespace gemmlab

@@ -15,12 +15,12 @@
 
 namespace gemmlab {
 
-template <int BN, int STAGES, int CM, int GROUP_M>
+template <int BN, int STAGES, int CM, int CN, int GROUP_M>
 __global__ void __launch_bounds__(384, 1)
 hgemm_tf32_wgmma(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmBt,
                  const __grid_constant__ hop::TmaMap tmC, int M, int N, int K, float alpha, float beta,
                  const float* __restrict__ C, int ldc, float* __restrict__ W, int whole, int splits) {
-    hop::persistent_gemm<2, 1, 0, BN, STAGES, CM, GROUP_M>(tmA, tmBt, tmC, M, N, K, alpha, beta, C, ldc, W, whole, splits);
+    hop::persistent_gemm<2, 1, 0, BN, STAGES, CM, CN, GROUP_M>(tmA, tmBt, tmC, M, N, K, alpha, beta, C, ldc, W, whole, splits);
 }
 
 }  // namespace gemmlab

@@ -1,5 +1,6 @@
 // The body of tensor-core rungs 5 (fp16/bf16) and 6 (tf32): a persistent, warp-specialised,
-// clustered wgmma GEMM with TMA loads (B multicast across the cluster) and TMA stores of C.
+// clustered wgmma GEMM with TMA loads (B multicast along the cluster's M side, A along its N
+// side) and TMA stores of C.
 #pragma once
 
 #include "hopper.cuh"
@@ -30,7 +31,7 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
 // epilogue. Nobody waits on another unit, so no schedule can deadlock. The last arriver puts the
 // flag back to zero, so the next launch of the same shape needs no clearing (a shape with more
 // flags would find partials where they lie: the host clears those first, ops/hgemm_tma.py).
-// Workspace W (floats): splitk_flag_floats(sliced tiles * CM) ints, then per sliced CTA tile,
+// Workspace W (floats): splitk_flag_floats(sliced tiles * CM * CN) ints, then per sliced CTA tile,
 // slice and half a 64 x BN slot.
 __host__ __device__ __forceinline__ int splitk_flag_floats(int cta_tiles) { return (2 * cta_tiles + 31) / 32 * 32; }
 
@@ -146,10 +147,16 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //      so A sits M-major in shared memory, as a KxN B sits N-major, and wgmma reads it with its
 //      A transpose bit (16-bit only). Each half is BK * 128 bytes, the same 8 KB as the K-major
 //      half, so the stage layout and the consumers' offsets do not change.
+// CM x CN: the cluster, CM CTAs along M by CN along N (rank = rm + CM * rn), which computes a
+//   (CM * 128) x (CN * BN) cluster tile. CTAs of one CTA row (same rm) need the same A rows: with
+//   CN = 2 each loads one 64-row half of them and multicasts it to its row, halving A's L2 reads
+//   (cuBLAS's 128x64 tiles at 1024^3 run in 1x2 clusters so). CTAs of one CTA column (same rn)
+//   share B the same way: each loads BN / CM of its columns. A stage is filled by the CTA's whole
+//   row and column, so each consumer warp releases a stage to every CTA of the cluster.
 // whole, splits (runtime; the host sets both, specs.persistent_schedule): the first `whole` cluster
 //   tiles run whole, the others in `splits` K slices each (1..ktiles: the host clamps it), split-K
 //   above; W the zeroed workspace the sliced tiles need (null when no tile is sliced).
-template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int GROUP_M, int A_MNMAJOR = 0>
+template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int CN, int GROUP_M, int A_MNMAJOR = 0>
 __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap& tmB, const TmaMap& tmC, int M, int N,
                                                 int K, float alpha, float beta, const void* __restrict__ Cin,
                                                 int ldc, float* __restrict__ W, int whole, int splits) {
@@ -166,8 +173,10 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     // A staged C chunk is 64 rows x 128 bytes (the TMA store's swizzled box): 32 fp32 or 64 16-bit columns
     constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
     constexpr int CONSUMER_WARPS = 8;
-    static_assert(BN == 64 || BN == 128 || BN == 256, "BN is 64, 128 or 256 (one wgmma per K step)");
+    static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is 64, 128, 192 or 256 (one wgmma per K step)");
     static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs along M");
+    static_assert(CN == 1 || CN == 2, "clusters of 1 or 2 CTAs along N (CN = 2: each loads one 64-row half of A)");
+    constexpr int CS = CM * CN;  // CTAs per cluster
     static_assert(B_KMAJOR == 0 || B_KMAJOR == 1, "B_KMAJOR is 0 (B is KxN) or 1 (B given as NxK)");
     static_assert(A_MNMAJOR == 0 || A_MNMAJOR == 1, "A_MNMAJOR is 0 (A is MxK) or 1 (A given as KxM)");
     static_assert(!A_MN || !TF32, "tf32 A must be K-major: wgmma has no transpose for 32-bit types");
@@ -185,16 +194,17 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     unsigned char* cbuf = smem + STAGES * STAGE_BYTES;  // 2 consumers x 2 buffers of C_BUF
 
     const int tid = threadIdx.x, wg = tid / 128, t = tid % 128;
-    const int rank = CM > 1 ? (int)cluster_rank() : 0;
-    const int cluster = CM > 1 ? (int)cluster_id_x() : (int)blockIdx.x;
-    const int clusters = CM > 1 ? (int)cluster_count_x() : (int)gridDim.x;
-    const int tiles_m = (M + BM * CM - 1) / (BM * CM), tiles_n = (N + BN - 1) / BN;
+    const int rank = CS > 1 ? (int)cluster_rank() : 0;
+    const int rm = rank % CM, rn = rank / CM;  // this CTA's row and column in the cluster
+    const int cluster = CS > 1 ? (int)cluster_id_x() : (int)blockIdx.x;
+    const int clusters = CS > 1 ? (int)cluster_count_x() : (int)gridDim.x;
+    const int tiles_m = (M + BM * CM - 1) / (BM * CM), tiles_n = (N + BN * CN - 1) / (BN * CN);
     const int tiles = tiles_m * tiles_n, ktiles = (K + BK - 1) / BK;
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], CONSUMER_WARPS * CM);  // every consumer warp of every CTA it feeds
+            mbar_init(&empty[s], CONSUMER_WARPS * CS);  // every consumer warp of every CTA of the cluster
         }
         fence_barrier_init();
     }
@@ -203,6 +213,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     if (wg == 0) {  // producer: one thread issues every copy
         setmaxnreg_dec<40>();
         if (t == 0) {
+            // multicast masks: A to the CTAs of this CTA's row (same rm), B to those of its column
+            unsigned short mask_a = 0;
+#pragma unroll
+            for (int j = 0; j < CN; ++j) mask_a |= (unsigned short)(1u << (rm + CM * j));
+            const unsigned short mask_b = (unsigned short)(((1u << CM) - 1) << (CM * rn));
             int it = 0;
             // work units walked as (tile, slice) with no division: next_unit
             for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
@@ -210,14 +225,19 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 int tm, tn, k0 = 0, k1 = ktiles;
                 tile_coords(slice < 0 ? tile : whole + tile, tiles_m, tiles_n, GROUP_M, tm, tn);
                 if (slice >= 0) slice_range(slice, splits, ktiles, k0, k1);
-                const int m0 = (tm * CM + rank) * BM, n0 = tn * BN;
+                const int m0 = (tm * CM + rm) * BM, n0 = (tn * CN + rn) * BN;
                 for (int k = k0; k < k1; ++k, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) mbar_wait(&empty[s], (it / STAGES - 1) & 1);
                     unsigned char* as = smem + s * STAGE_BYTES;
                     unsigned char* bs = as + A_BYTES;
-                    mbar_expect_tx(&full[s], STAGE_BYTES);  // A, and all of B: ours and the peer's
-                    if constexpr (A_MN) {  // two BK x 64 boxes of the KxM array, one per consumer half
+                    mbar_expect_tx(&full[s], STAGE_BYTES);  // all of A and B: ours and the peers'
+                    if constexpr (CN > 1) {  // our 64-row half of A, to the CTAs of our row (a 64-row box)
+                        if constexpr (A_MN)
+                            tma_load_2d_multicast(as + rn * A_HALF, tmA, &full[s], m0 + 64 * rn, k * BK, mask_a);
+                        else
+                            tma_load_2d_multicast(as + rn * A_HALF, tmA, &full[s], k * BK, m0 + 64 * rn, mask_a);
+                    } else if constexpr (A_MN) {  // two BK x 64 boxes of the KxM array, one per consumer half
                         tma_load_2d(as, tmA, &full[s], m0, k * BK);
                         tma_load_2d(as + A_HALF, tmA, &full[s], m0 + 64, k * BK);
                     } else {
@@ -225,17 +245,17 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     }
                     if constexpr (KMAJOR) {  // B_PART N rows x one K tile: our share of B's rows
                         if constexpr (CM > 1)
-                            tma_load_2d_multicast(bs + rank * B_PART * 128, tmB, &full[s], k * BK, n0 + rank * B_PART,
-                                                  (1 << CM) - 1);
+                            tma_load_2d_multicast(bs + rm * B_PART * 128, tmB, &full[s], k * BK, n0 + rm * B_PART,
+                                                  mask_b);
                         else
                             tma_load_2d(bs, tmB, &full[s], k * BK, n0);
                     } else {  // 64 x 64 chunks along N, BK rows of K each
 #pragma unroll
                         for (int c = 0; c < B_PART / 64; ++c) {
-                            const int chunk = rank * (B_PART / 64) + c;
+                            const int chunk = rm * (B_PART / 64) + c;
                             if constexpr (CM > 1)
                                 tma_load_2d_multicast(bs + chunk * B_CHUNK, tmB, &full[s], n0 + 64 * chunk, k * BK,
-                                                      (1 << CM) - 1);
+                                                      mask_b);
                             else
                                 tma_load_2d(bs + chunk * B_CHUNK, tmB, &full[s], n0 + 64 * chunk, k * BK);
                         }
@@ -250,8 +270,8 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         auto release = [&](int s) {  // this warp no longer reads stage s, in any CTA it came to
             if (t % 32 == 0) {
 #pragma unroll
-                for (int c = 0; c < CM; ++c) {
-                    if constexpr (CM > 1)
+                for (int c = 0; c < CS; ++c) {
+                    if constexpr (CS > 1)
                         mbar_arrive_cluster(&empty[s], c);
                     else
                         mbar_arrive(&empty[s]);
@@ -265,7 +285,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             int tm, tn, k0 = 0, k1 = ktiles;
             tile_coords(slice < 0 ? tile : whole + tile, tiles_m, tiles_n, GROUP_M, tm, tn);
             if (slice >= 0) slice_range(slice, splits, ktiles, k0, k1);
-            const int m0 = (tm * CM + rank) * BM + 64 * half, n0 = tn * BN;
+            const int m0 = (tm * CM + rm) * BM + 64 * half, n0 = (tn * CN + rn) * BN;
             const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
             for (int k = 0; k < nk; ++k, ++it) {
                 const int s = it % STAGES;
@@ -297,9 +317,9 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
 
             if (slice >= 0 && splits > 1) {  // a slice: park its partial; the last slice to finish sums them
                 // flags and slots are numbered over the sliced tiles only (`tile` counts from the first)
-                const long long cta_tile = (long long)tile * CM + rank;
+                const long long cta_tile = (long long)tile * CS + rank;
                 const long long slot_floats = 64 * BN, slice_stride = 2 * slot_floats;
-                float* slots = W + splitk_flag_floats((tiles - whole) * CM) + (cta_tile * splits * 2 + half) * slot_floats;
+                float* slots = W + splitk_flag_floats((tiles - whole) * CS) + (cta_tile * splits * 2 + half) * slot_floats;
                 store_partial(acc, slots + slice * slice_stride, t);
                 if (!arrive_last_half(reinterpret_cast<int*>(W) + 2 * cta_tile + half, splits, half, t, last_of))
                     continue;

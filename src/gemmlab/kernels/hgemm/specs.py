@@ -166,8 +166,13 @@ def _stage_constraints(smem) -> tuple[Constraint, ...]:
     )
 
 
-def cluster_slots(cm: int) -> int:
-    """How many clusters of `cm` one-block-per-SM CTAs run at once: the SM count over cm
+def cluster_size(v) -> int:
+    """CTAs per cluster of a persistent rung: CM along M times CN along N."""
+    return v["CM"] * v.get("CN", 1)
+
+
+def cluster_slots(cs: int) -> int:
+    """How many clusters of `cs` one-block-per-SM CTAs run at once: the SM count over cs
     (132 SMs, the H100/H200 count, where no GPU can be asked)."""
     try:
         from ...cuda.device import info
@@ -175,12 +180,12 @@ def cluster_slots(cm: int) -> int:
         sms = info().sm_count
     except Exception:  # no GPU (CPU tests, dry runs): the geometry is still defined
         sms = 132
-    return max(1, sms // cm)
+    return max(1, sms // cs)
 
 
 def cluster_tiles(p: GemmProblem, v) -> int:
-    """Output tiles of a persistent rung in clusters: CM x BM rows by BN columns."""
-    return cdiv(p.M, BM * v["CM"]) * cdiv(p.N, v["BN"])
+    """Output tiles of a persistent rung in clusters: CM x BM rows by CN x BN columns."""
+    return cdiv(p.M, BM * v["CM"]) * cdiv(p.N, v["BN"] * v.get("CN", 1))
 
 
 def k_tiles(p: GemmProblem) -> int:
@@ -198,7 +203,7 @@ def _uniform_splits(v, tiles: int, ktiles: int) -> int:
     against 73% whole, 512x512x8192 in 8 slices of 16 at 79-83% against 37%)."""
     if v["SPLITK"] > 0:
         return v["SPLITK"]
-    slots = cluster_slots(v["CM"])
+    slots = cluster_slots(cluster_size(v))
     return 1 if tiles * 2 > slots else max(1, min(slots // tiles, ktiles // 16, 8))
 
 
@@ -210,7 +215,7 @@ def _tail_splits(v, tiles: int, ktiles: int) -> int:
     0 = automatic under SPLITK = 0: when the last wave is at most half full, as many slices as
     fill the cluster slots it leaves idle, with at least TAIL_MIN_KTILES K tiles each, at most 8.
     SPLITK = 1 means whole tiles, so only an explicit TAILK slices the tail there."""
-    slots = cluster_slots(v["CM"])
+    slots = cluster_slots(cluster_size(v))
     rem = tiles % slots
     if tiles <= slots or rem == 0:
         return 1
@@ -235,8 +240,8 @@ def persistent_schedule(p: GemmProblem, v) -> tuple[int, int]:
     whole = 0
     if splits == 1:
         splits = _tail_splits(v, tiles, ktiles)
-        whole = tiles - tiles % cluster_slots(v["CM"]) if splits > 1 else tiles
-    slot_floats = (tiles - whole) * v["CM"] * BM * v["BN"]
+        whole = tiles - tiles % cluster_slots(cluster_size(v)) if splits > 1 else tiles
+    slot_floats = (tiles - whole) * cluster_size(v) * BM * v["BN"]
     splits = max(1, min(splits, ktiles, SPLITK_WORKSPACE_CAP // max(1, slot_floats)))
     return (tiles, 1) if splits == 1 else (whole, splits)
 
@@ -249,7 +254,7 @@ def persistent_splits(p: GemmProblem, v) -> int:
 def _sliced_cta_tiles(p: GemmProblem, v) -> tuple[int, int]:
     """(CTA tiles cut into K slices, slices each); (0, 1) when every tile is whole."""
     whole, splits = persistent_schedule(p, v)
-    return (0, 1) if splits == 1 else ((cluster_tiles(p, v) - whole) * v["CM"], splits)
+    return (0, 1) if splits == 1 else ((cluster_tiles(p, v) - whole) * cluster_size(v), splits)
 
 
 def persistent_flag_floats(p: GemmProblem, v) -> int:
@@ -272,12 +277,12 @@ def persistent_static_smem(v) -> int:
 
 
 def persistent_launch(p: GemmProblem, v) -> Launch:
-    """One CTA per SM (in clusters of CM along M), never more clusters than work units (whole
-    cluster tiles, plus the sliced ones times their K slices)."""
-    cm = v["CM"]
+    """One CTA per SM (in clusters of CM x CN, one-dimensional: rank = rm + CM * rn), never more
+    clusters than work units (whole cluster tiles, plus the sliced ones times their K slices)."""
+    cs = cluster_size(v)
     whole, splits = persistent_schedule(p, v)
-    clusters = min(whole + (cluster_tiles(p, v) - whole) * splits, cluster_slots(cm))
-    return Launch(grid=(clusters * cm, 1, 1), block=(384, 1, 1), shmem=persistent_smem(v), cluster=(cm, 1, 1))
+    clusters = min(whole + (cluster_tiles(p, v) - whole) * splits, cluster_slots(cs))
+    return Launch(grid=(clusters * cs, 1, 1), block=(384, 1, 1), shmem=persistent_smem(v), cluster=(cs, 1, 1))
 
 
 def b_kmajor(spec: KernelSpec, v) -> bool:
@@ -287,12 +292,13 @@ def b_kmajor(spec: KernelSpec, v) -> bool:
 
 
 def tma_boxes(spec: KernelSpec, v) -> dict[str, tuple[int, int]]:
-    """(rows, columns) of each operand's TMA box: A 128 x one K tile; A^T (KxM, read M-major:
-    A_MNMAJOR) one K tile x 64, one box per 64-row half; B (KxN, read N-major) 64 x 64 chunks; B^T
+    """(rows, columns) of each operand's TMA box: A 128 x one K tile (64 with CN = 2: each CTA of a
+    cluster row loads one half); A^T (KxM, read M-major: A_MNMAJOR) one K tile x 64, one box per
+    64-row half; B (KxN, read N-major) 64 x 64 chunks; B^T
     (NxK, read K-major: tf32, or B_KMAJOR) BN/CM rows x one K tile; C 64 x 32 staged chunks (rungs
     5-6; 64 x 64 for a 16-bit C)."""
     k_tile = 32 if "tf32" in spec.dtypes else 64
-    boxes = {"A": (k_tile, 64) if v.get("A_MNMAJOR", 0) else (BM, k_tile),
+    boxes = {"A": (k_tile, 64) if v.get("A_MNMAJOR", 0) else (BM // v.get("CN", 1), k_tile),
              "B": (v["BN"] // v.get("CM", 1), k_tile) if b_kmajor(spec, v) else (64, 64)}
     if "tma_store" in spec.tags:  # 64 rows x 128 bytes: 32 fp32 columns, or 64 of a 16-bit C (OUT16)
         boxes["C"] = (64, 64) if v.get("OUT16", 0) else (64, 32)
@@ -375,14 +381,18 @@ def kmajor_b_rule(p: GemmProblem) -> str:
 def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
     return first + (
         # 64: twice the tiles of 128 for problems with too few (1024^3: 128 tiles of 128x64 on 132
-        # SMs, cuBLAS's own choice there, against 64 of 128x128)
-        Param("BN", 256, (64, 128, 256), "block tile columns (wgmma N)"),
+        # SMs, cuBLAS's own choice there, against 64 of 128x128). 192: waves that fill the SMs
+        # where 256 leaves a partial one (3072^3: 384 tiles of 128x192, 2.9 waves of 132;
+        # 1000x3000x2000: 128 tiles, one wave 97% full, against 48 cluster tiles of 256x256 on 66)
+        Param("BN", 256, (64, 128, 192, 256), "block tile columns (wgmma N)"),
         # 7 and 8 fit shared memory only with BN = 64 (24 KB a stage)
         Param("STAGES", 4, (2, 3, 4, 5, 6, 7, 8), "tiles in flight"),
         # defaults as measured on the H200 (docs/tensor-cores.md): the 2-CTA multicast cluster
         # leads for 16-bit inputs (102.5% of cuBLAS at 8192^3 against 100.3% with CM = 1), one CTA
         # for tf32 (91.2% against 87.1%)
         Param("CM", cm, (1, 2), "CTAs per cluster along M (2: B multicast to both)"),
+        # along N: A multicast, which cuBLAS pairs with 128x64 tiles at 1024^3 (a 1x2 cluster)
+        Param("CN", 1, (1, 2), "CTAs per cluster along N (2: A multicast to both)"),
         Param("GROUP_M", 8, (1, 4, 8, 16), "cluster-tile rows per group of the tile order"),
         # split-K for problems with fewer tiles than SMs; a launch argument, not a template one.
         # Default 0 (automatic): measured on an H100 (bf16, 7 shapes x 4 tile/cluster shapes,
@@ -398,10 +408,12 @@ def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
 
 def _persistent_constraints() -> tuple[Constraint, ...]:
     return (
-        Constraint("BN must be 64, 128 or 256", lambda v: v["BN"] in (64, 128, 256)),
+        Constraint("BN must be 64, 128, 192 or 256", lambda v: v["BN"] in (64, 128, 192, 256)),
         Constraint("CM must be 1 or 2", lambda v: v["CM"] in (1, 2)),
-        # each CTA of a 2-CTA cluster multicasts whole 64-column chunks of a KxN B
-        Constraint("BN = 64 needs CM = 1", lambda v: v["BN"] > 64 or v["CM"] == 1),
+        Constraint("CN must be 1 or 2", lambda v: v["CN"] in (1, 2)),
+        # each CTA of a cluster column multicasts whole 64-column chunks of a KxN B
+        Constraint("BN / CM must be a multiple of 64 (BN = 64 or 192 needs CM = 1)",
+                   lambda v: v["BN"] % (64 * v["CM"]) == 0),
         Constraint("GROUP_M must be >= 1", lambda v: v["GROUP_M"] >= 1),
         Constraint("SPLITK must be 0 (automatic) to 16", lambda v: 0 <= v["SPLITK"] <= 16),
         Constraint("TAILK must be 0 (automatic) to 16", lambda v: 0 <= v["TAILK"] <= 16),
@@ -410,7 +422,7 @@ def _persistent_constraints() -> tuple[Constraint, ...]:
 
 PERSISTENT = KernelSpec(
     name="persistent", op="hgemm", rung=5, title="persistent + clusters + TMA multicast + TMA store",
-    idea="one CTA per SM loops over tiles in grouped order; 2-CTA clusters share B by TMA multicast; "
+    idea="one CTA per SM loops over tiles in grouped order; clusters share B (along M) and A (along N) by TMA multicast; "
          "C leaves through swizzled shared memory by TMA stores; any shape; A and B as given or transposed "
          "(nt, tn, tt: read in place)",
     source="hgemm/05_persistent_cluster.cu", entry="gemmlab::hgemm_persistent",

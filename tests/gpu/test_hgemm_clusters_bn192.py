@@ -1,0 +1,63 @@
+"""Rungs 5 and 6 in clusters along N (CN = 2: two CTAs side by side, each loading one 64-row half
+of A and multicasting it to both), in 2x2 clusters (A shared along the cluster's rows, B along
+its columns: four CTAs, each stage filled by three of them), and with 128x192 tiles (BN = 192:
+wgmma N = 192, three 64-column B chunks, six fp32 C chunks or three 16-bit ones). Every result against the fp64 product
+of the same rounded inputs, C NaN-poisoned when beta == 0: odd shapes whose last cluster tile
+hangs over N (or wholly past it, for one CTA of the pair) and aligned ones, the four layouts and
+both C types, split-K and the tail split on top, tf32."""
+import pytest
+
+from gemmlab import registry
+from gemmlab.harness.bench import verify_sweep
+from gemmlab.ops import hgemm_check as hv
+
+from .hgemm_sweeps import assert_all_pass, skip_unavailable
+
+PERSISTENT = registry.get("persistent", "hgemm")
+TF32 = registry.get("tf32_wgmma", "hgemm")
+HALF = ("fp16", "bf16")
+CLUSTERS = {
+    "1x2 bn64": {"BN": 64, "CM": 1, "CN": 2, "STAGES": 8},
+    "1x2 bn256": {"BN": 256, "CM": 1, "CN": 2},
+    "2x2 bn128": {"BN": 128, "CM": 2, "CN": 2},
+    "1x1 bn192": {"BN": 192, "CM": 1, "CN": 1},
+    "1x2 bn192": {"BN": 192, "CM": 1, "CN": 2},
+}
+# N = 70 and 200: a 1x2 cluster of 64-column tiles whose second CTA lies wholly past N;
+# 1000x3000x200: 128x192 tiles over 97.6% of M and of N
+EDGE_SHAPES = ((136, 70, 264), (300, 200, 130), (1024, 1024, 1024), (1000, 3000, 200))
+
+
+@pytest.fixture(autouse=True)
+def _hopper():
+    skip_unavailable(PERSISTENT)
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS, ids=str)
+@pytest.mark.parametrize("dtype", HALF)
+def test_sweeps(dtype, cluster):
+    problems = hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES + EDGE_SHAPES)
+    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": CLUSTERS[cluster]}))
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS, ids=str)
+@pytest.mark.parametrize("layout", ("nt", "tn", "tt"))
+@pytest.mark.parametrize("out", ("fp32", "c16"))
+def test_every_layout_and_c_type(layout, out, cluster):
+    problems = [p for d in HALF for p in hv.sweep_problems(d, ((136, 264, 1000), (129, 257, 650)) + EDGE_SHAPES,
+                                                           layout=layout, out=d if out == "c16" else "fp32")]
+    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": CLUSTERS[cluster]}))
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS, ids=str)
+@pytest.mark.parametrize("extra", [{"SPLITK": 4}, {"SPLITK": 0}, {"TAILK": 2}], ids=str)
+def test_with_k_slices(extra, cluster):
+    problems = [p for d in HALF for p in hv.sweep_problems(d, ((512, 512, 8192), (1409, 1665, 203), (3072, 3072, 1024)))]
+    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": {**CLUSTERS[cluster], **extra}}))
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS, ids=str)
+def test_tf32(cluster):
+    skip_unavailable(TF32)
+    problems = hv.sweep_problems("tf32", hv.SWEEP_SHAPES + EDGE_SHAPES)
+    assert_all_pass(verify_sweep([TF32], problems, {"tf32_wgmma": CLUSTERS[cluster]}))
