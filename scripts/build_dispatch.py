@@ -45,6 +45,16 @@ CANDIDATES = {
     ("bgemm", "fp32"): ["batched_pipeline", "cublas"],
     ("reduce", "fp32"): ["single_pass", "tile_queue", "grid_stride_vec4", "cub"],
 }
+# Parameter sets measured beside a kernel's defaults at every shape of its op: the tile widths and
+# pipelines that lead where the defaults lose (issue 14, docs/tensor-cores.md): 128x64 tiles with
+# 8 stages for few-tile and K-heavy shapes (1024^3, 512x512x8192), 128x192 for shapes whose last
+# wave of 128x256 tiles is partial (3072^3), single-CTA 128x128 and 128x256 for the mid sizes.
+VARIANTS = {
+    ("hgemm", "persistent"): [{"BN": 64, "CM": 1, "STAGES": 8}, {"BN": 128, "CM": 1}, {"BN": 192, "CM": 1},
+                              {"BN": 256, "CM": 1}],
+    ("hgemm", "tf32_wgmma"): [{"BN": 64, "CM": 1, "STAGES": 8}, {"BN": 128, "CM": 1}, {"BN": 192, "CM": 1},
+                              {"BN": 256, "CM": 2}],
+}
 
 
 def problems(op: str, dtype: str):
@@ -78,6 +88,18 @@ def tuned_candidates(impls: list, problem, tuned: str | None, gpu: str) -> list:
     return out
 
 
+def listed_variants(impls: list, op: str) -> list:
+    """Each kernel of `impls` again under every parameter set VARIANTS lists for it (those its
+    spec refuses, or that equal its defaults, left out)."""
+    out = []
+    for impl in impls:
+        for values in VARIANTS.get((op, impl.name), []) if impl.kind == "kernel" else []:
+            if impl.failed_constraints({**impl.defaults, **values}) or impl.resolve(values) == impl.resolve({}):
+                continue
+            out.append(impl.variant(impl.name, impl.title, impl.idea, **impl.resolve(values)))
+    return out
+
+
 def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
     """Each kernel of `impls` again under every other parameter set that the dispatch table
     `table` (--table) lists for this GPU, op, dtype and shape: tuned variants measured earlier
@@ -108,7 +130,11 @@ def dims(problem) -> list[int]:
     return list(api_dims(problem))
 
 
-def measure(only: set[str] | None, tuned: str | None = None, table: str | None = None) -> dict:
+def measure(only: set[str] | None, tuned: str | None = None, table: str | None = None,
+            dtypes: set[str] | None = None, save=None) -> dict:
+    """The table of this GPU over CANDIDATES (only the ops in `only` and the dtypes in `dtypes`,
+    where given). `save(table)`, if given, is called after each (op, dtype) with the table so far,
+    so a run cut short by a time limit keeps what it measured."""
     from gemmlab import registry
     from gemmlab.cuda.device import info
     from gemmlab.harness.bench import BenchOptions, run_bench
@@ -116,7 +142,7 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
     options = BenchOptions(warmup=3, repeat=10, min_time_ms=20.0)
     entries, failed = [], []
     for (op, dtype), names in CANDIDATES.items():
-        if only and op not in only:
+        if (only and op not in only) or (dtypes and dtype not in dtypes):
             continue
         impls = []
         for name in names:
@@ -126,9 +152,10 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
                 failed.append(f"{op} {name}: {reason}")
             else:
                 impls.append(impl)
+        variants = listed_variants(impls, op)
         for problem in problems(op, dtype):
             points = run_bench(impls, [problem], options)
-            extra = tuned_candidates(impls, problem, tuned, info().name)
+            extra = variants + tuned_candidates(impls, problem, tuned, info().name)
             known = {(v.name, json.dumps(v.defaults, sort_keys=True)) for v in extra}
             extra += [v for v in table_candidates(impls, problem, table, info().name)
                       if (v.name, json.dumps(v.defaults, sort_keys=True)) not in known]
@@ -149,28 +176,43 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
                 print(f"{op:6} {dtype:4} {'x'.join(map(str, dims(problem))):>22}  {best['impl']:>16} "
                       f"{best['figure']:9.1f}  " + "  ".join(f"{c['impl']} {c['figure']:.1f}" for c in ranked[1:]),
                       flush=True)
+        if save:
+            save(_table(entries, failed))
+    return _table(entries, failed)
+
+
+def _table(entries: list, failed: list) -> dict:
+    from gemmlab.cuda.device import info
+
     gpu = info()
     return {"gpu": gpu.name, "arch": gpu.arch, "measured": datetime.date.today().isoformat(),
             "command": "python3 scripts/build_dispatch.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "units": {"gemm": "TFLOP/s (2MNK / median time)", "reduce": "GB/s (4n bytes / median time)"},
-            "entries": entries, "not_measured": failed}
+            "entries": list(entries), "not_measured": list(failed)}
 
 
 def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
-    """`tables` with each part's ops re-measured: a part (one GPU, some ops) replaces that GPU's
-    entries of those ops and adds its command; the GPU's other entries stay as they were."""
+    """`tables` with each part's ops re-measured: a part (one GPU, some ops and dtypes) replaces
+    that GPU's entries of those (op, dtype) pairs and adds its command; the GPU's other entries
+    stay as they were (so hgemm's 16-bit types and tf32 may be measured in separate parts)."""
+    all_dtypes = {dtype for _, dtype in CANDIDATES}
     out = [dict(t) for t in tables]
     for part in parts:
         target = next((t for t in out if t["gpu"] == part["gpu"]), None)
         if target is None:
             out.append(part)
             continue
-        ops = {e["op"] for e in part["entries"]}
-        target["entries"] = [e for e in target["entries"] if e["op"] not in ops] + part["entries"]
+        pairs = {(e["op"], e["dtype"]) for e in part["entries"]}
+        ops = {op for op, _ in pairs}
+
+        def stale(message: str) -> bool:  # "op dtype shape impl: why", or "op impl: why" for a whole op
+            words = message.split()
+            return len(words) > 1 and ((words[0], words[1]) in pairs or (words[0] in ops and words[1] not in all_dtypes))
+
+        target["entries"] = [e for e in target["entries"] if (e["op"], e["dtype"]) not in pairs] + part["entries"]
         target["command"] = f'{target["command"]} ; {part["command"]}'
         target["measured"] = part["measured"]
-        target["not_measured"] = [m for m in target.get("not_measured", []) if not any(f"{op} " in m for op in ops)] \
-            + part.get("not_measured", [])
+        target["not_measured"] = [m for m in target.get("not_measured", []) if not stale(m)] + part.get("not_measured", [])
     return out
 
 
@@ -179,6 +221,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--merge", nargs="+", help="per-GPU tables to join (no GPU needed)")
     parser.add_argument("--ops", help="comma-separated subset of sgemm,hgemm,bgemm,reduce")
+    parser.add_argument("--dtypes", help="comma-separated subset of the dtypes (e.g. bf16,fp16 or tf32)")
     parser.add_argument("--update", help="with --merge: a full table whose GPUs take the merged parts' ops")
     parser.add_argument("--tuned", help="a `gemmlab tune` database: each kernel is also measured with the "
                                         "parameters tuned on this GPU at the nearest tuned shape")
@@ -200,9 +243,12 @@ def main() -> int:
             json.dump(data, f, indent=1)
             f.write("\n")
         return 0
-    table = measure(set(args.ops.split(",")) if args.ops else None, args.tuned, args.table)
-    with open(args.out, "w") as f:
-        json.dump(table, f, indent=1)
+    def save(table: dict) -> None:
+        with open(args.out, "w") as f:
+            json.dump(table, f, indent=1)
+
+    save(measure(set(args.ops.split(",")) if args.ops else None, args.tuned, args.table,
+                 set(args.dtypes.split(",")) if args.dtypes else None, save))
     return 0
 
 

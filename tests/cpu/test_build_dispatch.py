@@ -89,3 +89,33 @@ def test_table_candidates_carry_the_tables_parameter_sets(tmp_path):
     assert [(c.name, c.resolve({})) for c in got] == [("bigtile", spec.resolve(tuned))]
     assert mod.table_candidates(impls, GemmProblem(2048, 2048, 2049, 1.0, 0.0), str(path), "GPU A") == []
     assert mod.table_candidates(impls, GemmProblem(2048, 2048, 2048, 1.0, 0.0), None, "GPU A") == []
+
+
+def test_listed_variants_are_valid_and_differ_from_the_defaults():
+    """VARIANTS: every parameter set the script measures beside a kernel's defaults passes the
+    kernel's constraints (a refused set would be dropped silently) and is not the default itself."""
+    from gemmlab import registry
+
+    mod = _module()
+    for (op, name), sets in mod.VARIANTS.items():
+        impl = registry.get(name, op)
+        assert any(name in names for (o, _), names in mod.CANDIDATES.items() if o == op), f"{name} is a candidate"
+        for values in sets:
+            assert not impl.failed_constraints({**impl.defaults, **values}), (name, values)
+            assert impl.resolve(values) != impl.resolve({}), (name, values)
+        got = mod.listed_variants([impl], op)
+        assert [v.resolve({}) for v in got] == [impl.resolve(values) for values in sets]
+        assert {v.name for v in got} == {name}, "a variant keeps its kernel's name: the table stores params beside it"
+
+
+def test_update_replaces_only_the_re_measured_dtypes_of_an_op():
+    def hentry(dtype, impl):
+        return {**_entry("hgemm", impl, 1.0), "dtype": dtype}
+
+    old = [{"gpu": "A", "command": "first", "measured": "d1",
+            "not_measured": ["hgemm tf32 64x64x64 cublas: FAIL", "hgemm bf16 64x64x64 mma_sync: FAIL"],
+            "entries": [hentry("bf16", "mma_sync"), hentry("tf32", "cublas")]}]
+    part = {"gpu": "A", "command": "second", "measured": "d2", "not_measured": [], "entries": [hentry("tf32", "tf32_wgmma")]}
+    (a,) = _module().updated(old, [part])
+    assert [(e["dtype"], e["candidates"][0]["impl"]) for e in a["entries"]] == [("bf16", "mma_sync"), ("tf32", "tf32_wgmma")]
+    assert a["not_measured"] == ["hgemm bf16 64x64x64 mma_sync: FAIL"]

@@ -31,7 +31,10 @@ def test_sweeps(dtype):
 @pytest.mark.parametrize("layout", ("nt", "tn", "tt"))
 @pytest.mark.parametrize("out", ("fp32", "c16"))
 def test_every_layout_and_c_type(layout, out):
-    problems = [p for d in HALF for p in hv.sweep_problems(d, ((136, 264, 1000), (129, 257, 650), (1024, 1024, 1024)),
+    # 1000x3000x200: three tiles a CTA back to back, each a single 16-bit C chunk, so the staging
+    # buffers must alternate across tiles (they once alternated within a tile only)
+    problems = [p for d in HALF for p in hv.sweep_problems(d, ((136, 264, 1000), (129, 257, 650), (1024, 1024, 1024),
+                                                               (1000, 3000, 200)),
                                                            layout=layout, out=d if out == "c16" else "fp32")]
     assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": BN64}))
 

@@ -23,8 +23,10 @@ CLUSTERS = {
     "1x1 bn192": {"BN": 192, "CM": 1, "CN": 1},
     "1x2 bn192": {"BN": 192, "CM": 1, "CN": 2},
 }
-# N = 70 and 200: a 1x2 cluster of 64-column tiles whose second CTA lies wholly past N;
-# 1000x3000x200: 128x192 tiles over 97.6% of M and of N
+# N = 70 and 200: 1x2 clusters of 64-column tiles whose second CTA hangs over N; 1000x3000x200:
+# the last such cluster's second CTA lies wholly past N (3008..3071), 128x192 tiles cover 97.6%
+# of M and of N, and each CTA runs several short tiles back to back (odd numbers of 16-bit C
+# chunks at BN = 64 and 192: the staging buffers alternate across tiles)
 EDGE_SHAPES = ((136, 70, 264), (300, 200, 130), (1024, 1024, 1024), (1000, 3000, 200))
 
 

@@ -280,6 +280,10 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         };
         float acc[BN / 2];
         int it = 0;
+        // C chunks stored so far: the staging buffer alternates with every chunk across tiles, so
+        // a tile with an odd number of chunks (a 16-bit C at BN = 64 or 192) never refills the
+        // buffer whose store may still be reading it (bulk_wait_read<1> below)
+        unsigned chunk_no = 0;
         for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
              tile += clusters) {
             int tm, tn, k0 = 0, k1 = ktiles;
@@ -330,7 +334,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             // TMA (which clips rows >= M and columns >= N) while the next one is filled.
 #pragma unroll
             for (int j = 0; j < BN / C_COLS; ++j) {
-                unsigned char* buf = my_cbuf + (j % 2) * C_BUF;
+                unsigned char* buf = my_cbuf + (chunk_no++ % 2) * C_BUF;
                 if (t == 0) bulk_wait_read<1>();  // the store that last read `buf` is done with it
                 named_barrier(1 + half, 128);
 #pragma unroll
