@@ -6,7 +6,7 @@ the choice of dispatch candidates rest on.
     PYTHONPATH=src python3 scripts/hgemm_variants.py --dtype bf16 \\
         --sizes 512x512x8192,1024,1000x3000x2000 --bn 64,128,256 --cm 1,2 --cn 1,2 --splitk 1,0 --tailk 1,0
 
-Combinations the spec refuses (BN = 64 with CM = 2) are left out.
+Combinations the spec refuses (e.g. STAGES that overflow shared memory) are left out.
 """
 from __future__ import annotations
 

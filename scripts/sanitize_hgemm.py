@@ -13,7 +13,8 @@ input type. The persistent rungs run a second, smaller sweep with split-K (SPLIT
 slots, flags and the in-order sum of the last arriver under memcheck) and a third with the tail
 split (TAILK = 3 at 1409x1665x203, 168 tiles of 128x128: the full wave whole, the last wave's 36
 tiles in slices), a fourth with 128x64 tiles (BN = 64) split in two, and a fifth in clusters along
-N (A multicast: 1x2 clusters of 128x64 tiles, 2x2 clusters, and 1x2 clusters of 128x192 tiles).
+N (A multicast: 1x2 clusters of 128x64 tiles, 2x2 clusters, and 1x2 clusters of 128x192 tiles) or
+sharing B unevenly (2x1 clusters of 128x192 and of 128x64 tiles).
 Exits 1 if any result is wrong.
 """
 from __future__ import annotations
@@ -26,8 +27,8 @@ SPLITK_SHAPES = ((127, 127, 127), (129, 257, 65), (31, 517, 203), (64, 136, 1000
 TAIL_SHAPES = ((1409, 1665, 203),)
 TAIL_PARAMS = {"BN": 128, "CM": 1, "TAILK": 3}
 BN64_PARAMS = {"BN": 64, "CM": 1, "SPLITK": 2}  # 128x64 tiles, split in two
-CLUSTER_N_PARAMS = ({"BN": 64, "CM": 1, "CN": 2}, {"BN": 128, "CM": 2, "CN": 2, "SPLITK": 2},
-                    {"BN": 192, "CM": 1, "CN": 2, "TAILK": 2})
+CLUSTER_PARAMS = ({"BN": 64, "CM": 1, "CN": 2}, {"BN": 128, "CM": 2, "CN": 2, "SPLITK": 2},
+                    {"BN": 192, "CM": 1, "CN": 2, "TAILK": 2}, {"BN": 192, "CM": 2}, {"BN": 64, "CM": 2, "SPLITK": 2})
 
 
 def main(argv: list[str]) -> int:
@@ -59,7 +60,7 @@ def main(argv: list[str]) -> int:
                               if not refusal(impl, p)], {impl.name: BN64_PARAMS}))
                 runs += [([p for layout in ("nn", "tt") for out in outs
                            for p in sweep_problems(dtype, ANY_SHAPES + SPLITK_SHAPES, layout=layout, out=out)
-                           if not refusal(impl, p)], {impl.name: params}) for params in CLUSTER_N_PARAMS]
+                           if not refusal(impl, p)], {impl.name: params}) for params in CLUSTER_PARAMS]
             for sweep, params in runs:
                 for r in verify_sweep([impl], sweep, params, host_data=True):
                     p = r.problem

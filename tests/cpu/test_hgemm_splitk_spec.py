@@ -90,7 +90,8 @@ def test_192_wide_tiles_fill_the_waves_that_256_leaves_partial():
     assert specs.cluster_tiles(_p(3072, 3072, 3072), v) == 24 * 16
     assert specs.persistent_schedule(_p(3072, 3072, 3072), v) == (384, 1), "the last wave is 91% full: whole"
     assert specs.tma_boxes(PERSISTENT, {**v, "B_KMAJOR": 1})["B"] == (192, 64)
-    assert PERSISTENT.failed_constraints({**v, "CM": 2}), "a KxN B multicasts whole 64-column chunks"
+    assert not PERSISTENT.failed_constraints({**v, "CM": 2}), "B's three 64-column chunks shared unevenly"
+    assert specs.tma_boxes(PERSISTENT, {**v, "CM": 2, "B_KMAJOR": 1})["B"] == (96, 64), "B^T: 96 rows each"
     assert PERSISTENT.failed_constraints({**v, "STAGES": 5}), "40 KB stages: four fit"
 
 

@@ -1,7 +1,8 @@
 """Rungs 5 and 6 in clusters along N (CN = 2: two CTAs side by side, each loading one 64-row half
 of A and multicasting it to both), in 2x2 clusters (A shared along the cluster's rows, B along
 its columns: four CTAs, each stage filled by three of them), and with 128x192 tiles (BN = 192:
-wgmma N = 192, three 64-column B chunks, six fp32 C chunks or three 16-bit ones). Every result against the fp64 product
+wgmma N = 192, three 64-column B chunks, six fp32 C chunks or three 16-bit ones), alone or in
+2x1 clusters that share B's chunks unevenly (as do 128x64 tiles in 2x1 clusters). Every result against the fp64 product
 of the same rounded inputs, C NaN-poisoned when beta == 0: odd shapes whose last cluster tile
 hangs over N (or wholly past it, for one CTA of the pair) and aligned ones, the four layouts and
 both C types, split-K and the tail split on top, tf32."""
@@ -22,6 +23,9 @@ CLUSTERS = {
     "2x2 bn128": {"BN": 128, "CM": 2, "CN": 2},
     "1x1 bn192": {"BN": 192, "CM": 1, "CN": 1},
     "1x2 bn192": {"BN": 192, "CM": 1, "CN": 2},
+    # B's 64-column chunks shared unevenly over a 2x1 cluster (3 of 192, 1 of 64)
+    "2x1 bn192": {"BN": 192, "CM": 2},
+    "2x1 bn64": {"BN": 64, "CM": 2, "STAGES": 8},
 }
 # N = 70 and 200: 1x2 clusters of 64-column tiles whose second CTA hangs over N; 1000x3000x200:
 # the last such cluster's second CTA lies wholly past N (3008..3071), 128x192 tiles cover 97.6%

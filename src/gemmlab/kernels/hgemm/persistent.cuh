@@ -182,7 +182,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     static_assert(!A_MN || !TF32, "tf32 A must be K-major: wgmma has no transpose for 32-bit types");
     static_assert(!A_MN || BK * 128 == A_HALF, "an M-major half (BK rows of 128 bytes) fills a K-major one's space");
     static_assert(KMAJOR || !TF32, "tf32 B must be K-major: wgmma has no transpose for 32-bit types");
-    static_assert(KMAJOR || B_PART % 64 == 0, "each CTA multicasts whole 64-column chunks of an N-major B");
+    static_assert(!KMAJOR || B_PART % 8 == 0, "a K-major B share is whole 8-row swizzle atoms");
     static_assert(STAGES >= 2, "a pipeline needs at least two stages");
     static_assert(OUT16 == 0 || (OUT16 == 1 && !TF32), "C is fp32, or 16-bit for 16-bit inputs");
 
@@ -249,10 +249,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                                                   mask_b);
                         else
                             tma_load_2d(bs, tmB, &full[s], k * BK, n0);
-                    } else {  // 64 x 64 chunks along N, BK rows of K each
+                    } else {  // 64 x 64 chunks along N, BK rows of K each: chunk c comes from the CTA of
+                              // rank c % CM in the cluster column (unevenly where BN / 64 is odd: 64, 192)
 #pragma unroll
-                        for (int c = 0; c < B_PART / 64; ++c) {
-                            const int chunk = rm * (B_PART / 64) + c;
+                        for (int chunk = 0; chunk < BN / 64; ++chunk) {
+                            if (chunk % CM != rm) continue;
                             if constexpr (CM > 1)
                                 tma_load_2d_multicast(bs + chunk * B_CHUNK, tmB, &full[s], n0 + 64 * chunk, k * BK,
                                                       mask_b);

@@ -411,9 +411,6 @@ def _persistent_constraints() -> tuple[Constraint, ...]:
         Constraint("BN must be 64, 128, 192 or 256", lambda v: v["BN"] in (64, 128, 192, 256)),
         Constraint("CM must be 1 or 2", lambda v: v["CM"] in (1, 2)),
         Constraint("CN must be 1 or 2", lambda v: v["CN"] in (1, 2)),
-        # each CTA of a cluster column multicasts whole 64-column chunks of a KxN B
-        Constraint("BN / CM must be a multiple of 64 (BN = 64 or 192 needs CM = 1)",
-                   lambda v: v["BN"] % (64 * v["CM"]) == 0),
         Constraint("GROUP_M must be >= 1", lambda v: v["GROUP_M"] >= 1),
         Constraint("SPLITK must be 0 (automatic) to 16", lambda v: 0 <= v["SPLITK"] <= 16),
         Constraint("TAILK must be 0 (automatic) to 16", lambda v: 0 <= v["TAILK"] <= 16),
