@@ -48,12 +48,13 @@ CANDIDATES = {
 # Parameter sets measured beside a kernel's defaults at every shape of its op: the tile widths and
 # pipelines that lead where the defaults lose (issue 14, docs/tensor-cores.md): 128x64 tiles with
 # 8 stages for few-tile and K-heavy shapes (1024^3, 512x512x8192), 128x192 for shapes whose last
-# wave of 128x256 tiles is partial (3072^3), single-CTA 128x128 and 128x256 for the mid sizes.
+# wave of 128x256 tiles is partial (3072^3) and, in 2x1 clusters, for one wave of 256x192 cluster
+# tiles (1000x3000x2000: 64 of them on 66 slots), single-CTA 128x128 and 128x256 for the mid sizes.
 VARIANTS = {
     ("hgemm", "persistent"): [{"BN": 64, "CM": 1, "STAGES": 8}, {"BN": 128, "CM": 1}, {"BN": 192, "CM": 1},
-                              {"BN": 256, "CM": 1}],
+                              {"BN": 192, "CM": 2}, {"BN": 256, "CM": 1}],
     ("hgemm", "tf32_wgmma"): [{"BN": 64, "CM": 1, "STAGES": 8}, {"BN": 128, "CM": 1}, {"BN": 192, "CM": 1},
-                              {"BN": 256, "CM": 2}],
+                              {"BN": 192, "CM": 2}, {"BN": 256, "CM": 2}],
 }
 
 

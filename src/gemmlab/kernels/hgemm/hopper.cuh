@@ -19,6 +19,12 @@ __device__ __forceinline__ unsigned long long map_addr(const TmaMap& m) {
     return reinterpret_cast<unsigned long long>(&m);
 }
 
+// Bring a tensor map into the TMA unit's descriptor cache before its first copy, which would
+// otherwise wait for it to come from parameter memory (CUTLASS's kernels do the same).
+__device__ __forceinline__ void prefetch_map(const TmaMap& m) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(map_addr(m)) : "memory");
+}
+
 // -- mbarriers --------------------------------------------------------------------------------
 
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {

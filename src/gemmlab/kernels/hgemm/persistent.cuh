@@ -202,6 +202,10 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     const int tiles = tiles_m * tiles_n, ktiles = (K + BK - 1) / BK;
 
     if (tid == 0) {
+        // the descriptors load while the barriers are set up, not when the first copy needs them
+        prefetch_map(tmA);
+        prefetch_map(tmB);
+        prefetch_map(tmC);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], CONSUMER_WARPS * CS);  // every consumer warp of every CTA of the cluster
