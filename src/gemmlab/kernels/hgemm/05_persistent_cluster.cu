@@ -32,6 +32,9 @@
 // Clusters along N (CN = 2): two CTAs side by side need the same A rows; each loads one 64-row
 //   half and multicasts it to both (cuBLAS's 1x2 clusters of 128x64 tiles at 1024^3). CM x CN
 //   clusters of up to 2x2 share A along their rows and B along their columns.
+// Tile widths (BN): 64, 128, 192 or 256 columns, one wgmma per K step. 192 fills waves that 256
+//   leaves partial (3072^3: 384 tiles of 128x192 on 132 SMs, against 2.2 waves of 256x256 cluster
+//   tiles); 64 doubles the tiles of problems with too few (1024^3).
 // Should move: past rung 4 on large shapes (no per-tile prologue, epilogue hidden under the
 //   next tile's loads, less L2 traffic), toward cuBLAS, which does the same.
 #include "persistent.cuh"
