@@ -151,7 +151,8 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //   (CM * 128) x (CN * BN) cluster tile. CTAs of one CTA row (same rm) need the same A rows: with
 //   CN = 2 each loads one 64-row half of them and multicasts it to its row, halving A's L2 reads
 //   (cuBLAS's 128x64 tiles at 1024^3 run in 1x2 clusters so). CTAs of one CTA column (same rn)
-//   share B the same way: each loads BN / CM of its columns. A stage is filled by the CTA's whole
+//   share B the same way: each loads the 64-column chunks c of a KxN B with c % CM == rm
+//   (unevenly for BN = 64 or 192), or BN / CM rows of an NxK one. A stage is filled by the CTA's whole
 //   row and column, so each consumer warp releases a stage to every CTA of the cluster.
 // whole, splits (runtime; the host sets both, specs.persistent_schedule): the first `whole` cluster
 //   tiles run whole, the others in `splits` K slices each (1..ktiles: the host clamps it), split-K
@@ -169,7 +170,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
     constexpr int B_CHUNK = BK * 128;           // N-major B: 64 columns x BK rows
     constexpr int A_HALF = 64 * 128;            // one consumer's A: 64 rows x one K tile, or BK rows x 64 columns
-    constexpr int B_PART = BN / CM;             // B columns (N-major) or rows (K-major) one CTA loads
+    constexpr int B_PART = BN / CM;             // B rows one CTA loads (K-major B; an N-major B goes by chunks)
     // A staged C chunk is 64 rows x 128 bytes (the TMA store's swizzled box): 32 fp32 or 64 16-bit columns
     constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
     constexpr int CONSUMER_WARPS = 8;
