@@ -201,6 +201,17 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     const int clusters = CS > 1 ? (int)cluster_count_x() : (int)gridDim.x;
     const int tiles_m = (M + BM * CM - 1) / (BM * CM), tiles_n = (N + BN * CN - 1) / (BN * CN);
     const int tiles = tiles_m * tiles_n, ktiles = (K + BK - 1) / BK;
+    // Where work unit (tile, slice) lies, read alike by the producer and the consumers: this CTA's
+    // first row m0 and column n0 in its cluster tile, and the unit's K tiles [k0, k1).
+    auto locate = [&](int tile, int slice, int& m0, int& n0, int& k0, int& k1) {
+        int tm, tn;
+        tile_coords(slice < 0 ? tile : whole + tile, tiles_m, tiles_n, GROUP_M, tm, tn);
+        k0 = 0;
+        k1 = ktiles;
+        if (slice >= 0) slice_range(slice, splits, ktiles, k0, k1);
+        m0 = (tm * CM + rm) * BM;
+        n0 = (tn * CN + rn) * BN;
+    };
 
     if (tid == 0) {
         // the descriptors load while the barriers are set up, not when the first copy needs them
@@ -227,10 +238,8 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             // work units walked as (tile, slice) with no division: next_unit
             for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
                  tile += clusters) {
-                int tm, tn, k0 = 0, k1 = ktiles;
-                tile_coords(slice < 0 ? tile : whole + tile, tiles_m, tiles_n, GROUP_M, tm, tn);
-                if (slice >= 0) slice_range(slice, splits, ktiles, k0, k1);
-                const int m0 = (tm * CM + rm) * BM, n0 = (tn * CN + rn) * BN;
+                int m0, n0, k0, k1;
+                locate(tile, slice, m0, n0, k0, k1);
                 for (int k = k0; k < k1; ++k, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) mbar_wait(&empty[s], (it / STAGES - 1) & 1);
@@ -292,10 +301,9 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         unsigned chunk_no = 0;
         for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
              tile += clusters) {
-            int tm, tn, k0 = 0, k1 = ktiles;
-            tile_coords(slice < 0 ? tile : whole + tile, tiles_m, tiles_n, GROUP_M, tm, tn);
-            if (slice >= 0) slice_range(slice, splits, ktiles, k0, k1);
-            const int m0 = (tm * CM + rm) * BM + 64 * half, n0 = (tn * CN + rn) * BN;
+            int m0, n0, k0, k1;
+            locate(tile, slice, m0, n0, k0, k1);
+            m0 += 64 * half;  // this consumer's 64-row half
             const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
             for (int k = 0; k < nk; ++k, ++it) {
                 const int s = it % STAGES;

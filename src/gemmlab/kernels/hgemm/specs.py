@@ -391,7 +391,9 @@ def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
         # leads for 16-bit inputs (102.5% of cuBLAS at 8192^3 against 100.3% with CM = 1), one CTA
         # for tf32 (91.2% against 87.1%)
         Param("CM", cm, (1, 2), "CTAs per cluster along M (2: B multicast to both)"),
-        # along N: A multicast, which cuBLAS pairs with 128x64 tiles at 1024^3 (a 1x2 cluster)
+        # along N: A multicast, which cuBLAS pairs with 128x64 tiles at 1024^3 (a 1x2 cluster); it
+        # measured slower than CN = 1 on every shape tried (session 9, docs/tensor-cores.md), so
+        # it is a choice for the tuner, not a default
         Param("CN", 1, (1, 2), "CTAs per cluster along N (2: A multicast to both)"),
         Param("GROUP_M", 8, (1, 4, 8, 16), "cluster-tile rows per group of the tile order"),
         # split-K for problems with fewer tiles than SMs; a launch argument, not a template one.
