@@ -1,4 +1,4 @@
-"""Time rung 5 (persistent) under several tile / cluster / split-K choices beside cuBLAS, one
+"""Time rung 5 (persistent; rung 6 for --dtype tf32) under several tile / cluster / split-K choices beside cuBLAS, one
 table row per shape, each figure a share of cuBLAS in the same run (gemmlab's bench harness:
 verified first, cold L2, median of 10). What docs/tensor-cores.md's split-K re-measurement and
 the choice of dispatch candidates rest on.
@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--splitk", default="1,0")
     ap.add_argument("--tailk", default="0", help="K slices of a partial last wave's tiles (0 automatic, 1 whole)")
     ap.add_argument("--stages", default="4")
+    ap.add_argument("--layout", default="nn", help="nn, nt, tn or tt (tf32: nn or nt)")
     args = ap.parse_args()
 
     from gemmlab import registry
@@ -34,7 +35,7 @@ def main() -> None:
     ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
     grid = itertools.product(ints(args.bn), ints(args.cm), ints(args.cn), ints(args.splitk), ints(args.tailk),
                              ints(args.stages))
-    base = registry.get("persistent", "hgemm")
+    base = registry.get("tf32_wgmma" if args.dtype == "tf32" else "persistent", "hgemm")
     variants = []
     for bn, cm, cn, sk, tk, st in grid:
         values = dict(BN=bn, CM=cm, CN=cn, SPLITK=sk, TAILK=tk, STAGES=st)
@@ -49,7 +50,7 @@ def main() -> None:
     print("|---|---:|" + "---:|" * len(variants))
     for size in args.sizes.split(","):
         M, N, K = parse_shape(size)
-        points = {p.impl: p for p in run_bench(impls, [GemmProblem(M, N, K, 1.0, 0.0, args.dtype)], options)}
+        points = {p.impl: p for p in run_bench(impls, [GemmProblem(M, N, K, 1.0, 0.0, args.dtype, args.layout)], options)}
         ref = points["cublas"].gflops if points["cublas"].status == "PASS" else None
         cells = []
         for v in variants:

@@ -83,6 +83,10 @@ def test_persistent_geometry(cm):
 def test_tma_boxes():
     pers, tf32 = registry.get("persistent", "hgemm"), registry.get("tf32_wgmma", "hgemm")
     assert tma_boxes(pers, pers.defaults) == {"A": (128, 64), "B": (64, 64), "C": (64, 32)}
-    assert tma_boxes(tf32, {**tf32.defaults, "CM": 2}) == {"A": (128, 32), "B": (128, 32), "C": (64, 32)}
+    # tf32, a KxN B (nn): the transposed product's BN-row A boxes and 32 x 32 N-major B chunks
+    assert tma_boxes(tf32, {**tf32.defaults, "CM": 2}) == {"A": (256, 32), "B": (32, 32), "C": (64, 32)}
+    # tf32, B given as NxK (nt): read K-major, BN/CM rows a CTA
+    assert tma_boxes(tf32, {**tf32.defaults, "CM": 2, "B_KMAJOR": 1}) == {"A": (128, 32), "B": (128, 32),
+                                                                          "C": (64, 32)}
     tma = registry.get("tma_wgmma", "hgemm")
     assert tma_boxes(tma, tma.defaults) == {"A": (128, 64), "B": (64, 64)}

@@ -16,7 +16,7 @@ from gemmlab.cuda import compile as cc
 from gemmlab.cuda import cublas
 from gemmlab.cuda.device import gpu_available
 from gemmlab.errors import BadArgumentError, ConstraintError
-from gemmlab.kernels.hgemm.specs import b_kmajor, kmajor_b_rule, mnmajor_a_rule, tma_boxes
+from gemmlab.kernels.hgemm.specs import b_kmajor, cluster_tiles, kmajor_b_rule, mnmajor_a_rule, tma_boxes
 from gemmlab.ops import hgemm_check as hv
 from gemmlab.ops.base import ShapeArgs
 from gemmlab.ops.hgemm import OP, refusal
@@ -53,7 +53,8 @@ def test_b_kmajor_is_set_by_the_problem_not_tuned():
     assert OP.fixed_params(PERSISTENT, "fp16", "tn") == {"DTYPE": 0, "B_KMAJOR": 0, "OUT16": 0, "A_MNMAJOR": 1}
     assert OP.fixed_params(PERSISTENT, "bf16", "tt", "bf16") == {"DTYPE": 1, "B_KMAJOR": 1, "OUT16": 1,
                                                                  "A_MNMAJOR": 1}
-    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32", "nt") == {}
+    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32", "nt") == {"B_KMAJOR": 1}
+    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32") == {"B_KMAJOR": 0}
     assert OP.fixed_params(registry.get("mma_sync", "hgemm"), "bf16", "nt") == {"DTYPE": 1}
 
 
@@ -62,9 +63,26 @@ def test_tma_boxes_follow_the_b_layout():
     assert tma_boxes(PERSISTENT, v)["B"] == (64, 64), "KxN: 64 K rows x 64 N columns"
     assert tma_boxes(PERSISTENT, {**v, "B_KMAJOR": 1})["B"] == (128, 64), "NxK: BN/CM rows x one K tile"
     assert tma_boxes(PERSISTENT, {**v, "B_KMAJOR": 1, "BN": 128, "CM": 1})["B"] == (128, 64)
-    assert b_kmajor(registry.get("tf32_wgmma", "hgemm"), {}) and not b_kmajor(PERSISTENT, v)
+    assert not b_kmajor(PERSISTENT, v) and b_kmajor(PERSISTENT, {**v, "B_KMAJOR": 1})
     assert tma_boxes(PERSISTENT, v)["A"] == (128, 64), "MxK: 128 M rows x one K tile"
     assert tma_boxes(PERSISTENT, {**v, "A_MNMAJOR": 1})["A"] == (64, 64), "KxM: one K tile x 64 M columns"
+
+
+def test_tf32_reads_a_kxn_b_in_place_through_the_transposed_product():
+    """Rung 6 with B_KMAJOR = 0: tiles of BN rows x 128 columns (wgmma's N runs along M), A boxes
+    of BN rows (half each with CN = 2), B in 32 x 32 N-major chunks; with B_KMAJOR = 1 (nt) the
+    16-bit rung's 128 x BN tiles and K-major B boxes."""
+    tf32 = registry.get("tf32_wgmma", "hgemm")
+    v = {**tf32.defaults, "B_KMAJOR": 0, "BN": 192, "CM": 1, "CN": 1}
+    assert tf32.block_tile(v) == (192, 128) and not b_kmajor(tf32, v)
+    assert tma_boxes(tf32, v) == {"A": (192, 32), "B": (32, 32), "C": (64, 32)}
+    assert tma_boxes(tf32, {**v, "CN": 2, "BN": 64})["A"] == (32, 32)
+    nt = {**v, "B_KMAJOR": 1}
+    assert tf32.block_tile(nt) == (128, 192) and b_kmajor(tf32, nt)
+    assert tma_boxes(tf32, nt) == {"A": (128, 32), "B": (192, 32), "C": (64, 32)}
+    # 4096 x 1000: 16 x 8 tiles of 256 x 128 (nn) against 32 x 4 of 128 x 256 (nt)
+    assert cluster_tiles(GemmProblem(4096, 1000, 64, dtype="tf32"), {**v, "BN": 256}) == 16 * 8
+    assert cluster_tiles(GemmProblem(4096, 1000, 64, dtype="tf32", layout="nt"), {**nt, "BN": 256}) == 32 * 4
 
 
 def test_the_tma_rule_for_an_in_place_nxk_b():
@@ -204,7 +222,8 @@ def test_api_in_place_rule():
     assert "reads row-major operands only" in in_place_refusal(registry.get("mma_sync", "hgemm"), nt, (False, True))
     tf32 = registry.get("tf32_wgmma", "hgemm")
     assert in_place_refusal(tf32, GemmProblem(300, 136, 72, dtype="tf32", layout="nt"), (False, True)) == ""
-    assert not tma_fast(tf32, GemmProblem(300, 136, 72, dtype="tf32")), "a KxN B: transposed into a copy"
+    assert tma_fast(tf32, GemmProblem(300, 136, 72, dtype="tf32")), "a KxN B: read in place"
+    assert not tma_fast(tf32, GemmProblem(300, 138, 72, dtype="tf32")), "rows of N = 138 fp32: padded"
     assert tma_fast(PERSISTENT, GemmProblem(256, 264, 1032, dtype="bf16"))
     assert "transpose flags" in layout_note(registry.get("cublas", "hgemm"), nt, (False, True))
 

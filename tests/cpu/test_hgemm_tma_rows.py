@@ -85,12 +85,15 @@ def test_unaligned_rows_are_copied_into_padded_rows(host_operands):
     assert (C == 7.0).all()
 
 
-def test_a_kxn_b_is_transposed_for_a_kmajor_kernel(host_operands):
-    p = GemmProblem(8, 8, 12, dtype="tf32")  # fp32 inputs: K = 12 is 48 bytes, but B^T needs a copy
+def test_a_kxn_b_is_read_as_it_lies_and_a_layout_mismatch_is_refused(host_operands):
+    from gemmlab.errors import BadArgumentError
+
+    p = GemmProblem(8, 8, 12, dtype="tf32")  # fp32 inputs, rows of 8 and 12 elements: 16-byte multiples
     A, B, C = _arrays(p, np.float32)
-    a, b, c, copy_back = host_operands.prepare(p, A, B, C, True, True, 0)
-    assert a is A and c is C and copy_back is None
-    assert b.shape == (8, 12) and (b == B.T).all()
+    a, b, c, copy_back = host_operands.prepare(p, A, B, C, True, False, 0)
+    assert a is A and b is B and c is C and copy_back is None, "no transposing copy of B (tf32 reads it N-major)"
+    with pytest.raises(BadArgumentError, match="reads B as NxK; this problem gives it as KxN"):
+        host_operands.prepare(p, A, B, C, True, True, 0)
 
 
 def test_without_pads_unaligned_rows_are_refused(host_operands):

@@ -3,8 +3,9 @@ encoded again only when a pointer changes, and one prepared launch per call.
 
 Layouts. A B given as its transpose (an NxK array: x @ W.T, torch's transposed view of a
 contiguous weight) is read in place by the rungs tagged "layout_nt" (rung 5 built with
-B_KMAJOR = 1, and the tf32 rung, which reads B K-major anyway): the tensor map describes the NxK
-array itself and the kernel's K-major boxes read it, so no transposing copy is made. An A given
+B_KMAJOR = 1, rung 6 likewise): the tensor map describes the NxK array itself and the kernel's
+K-major boxes read it, so no transposing copy is made. A KxN B is read in place by every TMA rung
+(the tf32 rung through its transposed product). An A given
 as its transpose (a KxM array) likewise by the rungs tagged "layout_tn" (rung 5 built with
 A_MNMAJOR = 1, reading it M-major). Where TMA cannot describe an operand (rows that are not
 16-byte multiples) the executor is not built and the caller copies instead (in_place_refusal
@@ -18,8 +19,7 @@ from .operands import ITEMSIZE
 
 def tma_fast(spec, problem) -> bool:
     """Whether a TMA rung runs this shape straight from the caller's arrays: every row a 16-byte
-    multiple (else padded copies) and B as the kernel reads it (the tf32 rung wants B^T: given
-    so in layout nt, else a transposed copy)."""
+    multiple (else padded copies)."""
     return not _unfit(spec, problem)
 
 
@@ -39,8 +39,6 @@ def _unfit(spec, problem) -> str:
         reason = kmajor_b_rule(problem)
         if reason:
             return f"{spec.name} {reason}"
-    elif "b_transposed" in spec.tags:
-        return f"{spec.name} reads B K-major: a KxN B is transposed into a copy first"
     elif b_rows:
         return f"{spec.name}: rows of B need {b_rows}; they are padded"
     if a_rows:

@@ -1,7 +1,7 @@
 """Launching the TMA rungs (3-6): tensor maps over the operands, row-stride padding where a
-row is not a multiple of 16 bytes (TMA's rule), B transposed where a kernel reads it K-major
-(tf32) but the problem gives it KxN; a B given as NxK (layout nt) and an A given as KxM (tn, tt)
-are read in place by the rungs built for them.
+row is not a multiple of 16 bytes (TMA's rule); a B given as NxK (layout nt) and an A given as
+KxM (tn, tt) are read in place by the rungs built for them (B_KMAJOR, A_MNMAJOR), and the tf32
+rung reads a KxN B in place too (its transposed product, persistent.cuh), so nothing is transposed.
 
 A tensor map describes a 2-D tensor by its logical size and its row stride, so padding needs
 no zeros: the operand is copied into a buffer with a wider row stride and the map keeps the
@@ -58,7 +58,7 @@ def tensor_map(x, box: tuple[int, int], swizzle: int = 128):
 
 
 class TmaOperands:
-    """The operands of one TMA launch, padded or transposed into workspaces kept between calls."""
+    """The operands of one TMA launch, padded into workspaces kept between calls where TMA needs it."""
 
     def __init__(self):
         self._ws: dict[str, Any] = {}
@@ -106,14 +106,15 @@ class TmaOperands:
                 name: str = "this kernel"):
         """(A view, B view, C view, copy_back) with 16-byte row strides; copy_back() (or None)
         moves a padded C back. Without `pads`, unaligned rows are refused (the harness checked).
-        kmajor_b: the kernel reads B^T (NxK): B itself when the problem gives it so (layout nt),
-        else a transposed copy; otherwise B as KxN. A transposed A or B reaches only the rungs
-        tagged "layout_tn" / "layout_nt" (the runner's check refuses the others), all of which pad."""
+        kmajor_b: the kernel reads B^T (NxK), which the problem gives so (layout nt); otherwise B
+        as KxN. A transposed A or B reaches only the rungs tagged "layout_tn" / "layout_nt" (the
+        runner's check refuses the others), all of which pad."""
         from ..cuda.device import cupy_stream
 
         M, N, K = problem.M, problem.N, problem.K
-        if problem.b_transposed and not kmajor_b:  # the runner's layout check makes this unreachable
-            raise BadArgumentError(f"{name} reads B as KxN; this problem gives it as NxK (layout nt)")
+        if problem.b_transposed != kmajor_b:  # B_KMAJOR is set from the layout: unreachable
+            raise BadArgumentError(f"{name} reads B as {'NxK' if kmajor_b else 'KxN'}; this problem gives it as "
+                                   f"{'NxK (layout nt)' if problem.b_transposed else 'KxN'}")
         with cupy_stream(stream_handle):
             a = A
             if problem.a_transposed:  # A^T (KxM) as given, read M-major: in place where TMA can describe it
@@ -122,10 +123,8 @@ class TmaOperands:
                 if not pads:
                     raise BadArgumentError(f"{name}: rows of A need {row_rule(problem, 'K', A.itemsize)}")
                 a = self._padded("A", A, M, K)
-            if kmajor_b and problem.b_transposed:  # B^T as given: in place where TMA can describe it
+            if kmajor_b:  # B^T as given: in place where TMA can describe it
                 b = B if tma_row(K, B.itemsize) else self._padded("Bt", B, N, K)
-            elif kmajor_b:  # B^T, NxK, rows of K elements, from a KxN B
-                b = self._padded("Bt", B.T, N, K)
             elif not tma_row(N, B.itemsize):
                 if not pads:
                     raise BadArgumentError(f"{name}: rows of B need {row_rule(problem, 'N', B.itemsize)}")

@@ -144,6 +144,12 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for a register-sourced A fragment: live, unmoved, until its wgmmas are done.
+template <int R>
+__device__ __forceinline__ void fence_operands(unsigned (&a)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
 
 // A shared-memory matrix descriptor for the 128-byte swizzle (rows of 128 bytes, 8-row atoms of
 // 1024 bytes, the layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B). lbo/sbo in bytes:

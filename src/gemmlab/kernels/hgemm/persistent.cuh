@@ -131,8 +131,13 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 }
 
 // KIND: 0 fp16, 1 bf16, 2 tf32. B_KMAJOR: how tmB describes B and how wgmma reads it -
-//   0: B row-major KxN. Its TMA boxes are 64 K rows x 64 N columns (128-byte rows along N), so
-//      B sits N-major in shared memory and wgmma reads it with the transpose bit set (16-bit only).
+//   0: B row-major KxN. Its TMA boxes are BK K rows x one 128-byte row of N columns (64 16-bit, 32
+//      fp32), so B sits N-major in shared memory. 16-bit: wgmma reads it with the transpose bit.
+//      tf32 has no transpose bit, so the kernel computes the transposed product, C^T = B^T A^T
+//      ("RS"): each consumer reads its 64 columns of B's tile into registers - where any layout can
+//      be read - as wgmma's A operand, and A's K-major tile is wgmma's B operand. The CTA's tile
+//      is then BN rows (wgmma's N) x 128 columns (two consumers of 64), and each consumer holds
+//      64 columns x BN rows of C. No transposing copy of B, unlike a K-major-only tf32 GEMM.
 //   1: B given transposed, an NxK row-major array (the layout of x @ W.T, F.linear's weight).
 //      Its TMA boxes are BN/CM N rows x one K tile, the same 128-byte swizzled K rows as A, so B
 //      is K-major in shared memory and wgmma reads it without the transpose bit. Needed for tf32
@@ -164,12 +169,16 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr bool TF32 = KIND == 2;
     constexpr bool KMAJOR = B_KMAJOR != 0;
     constexpr bool A_MN = A_MNMAJOR != 0;
+    constexpr bool RS = TF32 && !KMAJOR;        // tf32 with a KxN B: the transposed product, B through registers
     constexpr int EB = TF32 ? 4 : 2;            // bytes per input element
     constexpr int BM = 128, BK = 128 / EB;      // a K tile is one 128-byte swizzled row
     constexpr int KSTEP = 32 / EB;              // wgmma K: 16 (16-bit) or 8 (tf32), 32 bytes
-    constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-    constexpr int B_CHUNK = BK * 128;           // N-major B: 64 columns x BK rows
+    constexpr int TM = RS ? BN : BM, TN = RS ? BM : BN;  // the CTA's tile of C: TM rows x TN columns
+    constexpr int A_BYTES = TM * 128, B_BYTES = TN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
+    constexpr int CHUNK_COLS = 128 / EB;        // N-major B: chunks of one 128-byte row of columns
+    constexpr int B_CHUNK = BK * 128, B_CHUNKS = TN / CHUNK_COLS;  // ... by BK rows each
     constexpr int A_HALF = 64 * 128;            // one consumer's A: 64 rows x one K tile, or BK rows x 64 columns
+    constexpr int A_PART = TM / CN;             // A rows one CTA loads (CN = 2: the rest come from its row peer)
     constexpr int B_PART = BN / CM;             // B rows one CTA loads (K-major B; an N-major B goes by chunks)
     // A staged C chunk is 64 rows x 128 bytes (the TMA store's swizzled box): 32 fp32 or 64 16-bit columns
     constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
@@ -182,7 +191,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     static_assert(A_MNMAJOR == 0 || A_MNMAJOR == 1, "A_MNMAJOR is 0 (A is MxK) or 1 (A given as KxM)");
     static_assert(!A_MN || !TF32, "tf32 A must be K-major: wgmma has no transpose for 32-bit types");
     static_assert(!A_MN || BK * 128 == A_HALF, "an M-major half (BK rows of 128 bytes) fills a K-major one's space");
-    static_assert(KMAJOR || !TF32, "tf32 B must be K-major: wgmma has no transpose for 32-bit types");
+    static_assert(A_PART % 8 == 0, "an A share is whole 8-row swizzle atoms");
     static_assert(!KMAJOR || B_PART % 8 == 0, "a K-major B share is whole 8-row swizzle atoms");
     static_assert(STAGES >= 2, "a pipeline needs at least two stages");
     static_assert(OUT16 == 0 || (OUT16 == 1 && !TF32), "C is fp32, or 16-bit for 16-bit inputs");
@@ -199,7 +208,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     const int rm = rank % CM, rn = rank / CM;  // this CTA's row and column in the cluster
     const int cluster = CS > 1 ? (int)cluster_id_x() : (int)blockIdx.x;
     const int clusters = CS > 1 ? (int)cluster_count_x() : (int)gridDim.x;
-    const int tiles_m = (M + BM * CM - 1) / (BM * CM), tiles_n = (N + BN * CN - 1) / (BN * CN);
+    const int tiles_m = (M + TM * CM - 1) / (TM * CM), tiles_n = (N + TN * CN - 1) / (TN * CN);
     const int tiles = tiles_m * tiles_n, ktiles = (K + BK - 1) / BK;
     // Where work unit (tile, slice) lies, read alike by the producer and the consumers: this CTA's
     // first row m0 and column n0 in its cluster tile, and the unit's K tiles [k0, k1).
@@ -209,8 +218,8 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         k0 = 0;
         k1 = ktiles;
         if (slice >= 0) slice_range(slice, splits, ktiles, k0, k1);
-        m0 = (tm * CM + rm) * BM;
-        n0 = (tn * CN + rn) * BN;
+        m0 = (tm * CM + rm) * TM;
+        n0 = (tn * CN + rn) * TN;
     };
 
     if (tid == 0) {
@@ -246,11 +255,12 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     unsigned char* as = smem + s * STAGE_BYTES;
                     unsigned char* bs = as + A_BYTES;
                     mbar_expect_tx(&full[s], STAGE_BYTES);  // all of A and B: ours and the peers'
-                    if constexpr (CN > 1) {  // our 64-row half of A, to the CTAs of our row (a 64-row box)
+                    if constexpr (CN > 1) {  // our half of A's rows, to the CTAs of our row (an A_PART-row box)
                         if constexpr (A_MN)
                             tma_load_2d_multicast(as + rn * A_HALF, tmA, &full[s], m0 + 64 * rn, k * BK, mask_a);
                         else
-                            tma_load_2d_multicast(as + rn * A_HALF, tmA, &full[s], k * BK, m0 + 64 * rn, mask_a);
+                            tma_load_2d_multicast(as + rn * A_PART * 128, tmA, &full[s], k * BK, m0 + A_PART * rn,
+                                                  mask_a);
                     } else if constexpr (A_MN) {  // two BK x 64 boxes of the KxM array, one per consumer half
                         tma_load_2d(as, tmA, &full[s], m0, k * BK);
                         tma_load_2d(as + A_HALF, tmA, &full[s], m0 + 64, k * BK);
@@ -263,22 +273,22 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                                                   mask_b);
                         else
                             tma_load_2d(bs, tmB, &full[s], k * BK, n0);
-                    } else {  // 64 x 64 chunks along N, BK rows of K each: chunk c comes from the CTA of
-                              // rank c % CM in the cluster column (unevenly where BN / 64 is odd: 64, 192)
+                    } else {  // CHUNK_COLS-column chunks along N, BK rows of K each: chunk c comes from the
+                              // CTA of rank c % CM in the cluster column (unevenly for 16-bit BN = 64, 192)
 #pragma unroll
-                        for (int chunk = 0; chunk < BN / 64; ++chunk) {
+                        for (int chunk = 0; chunk < B_CHUNKS; ++chunk) {
                             if (chunk % CM != rm) continue;
                             if constexpr (CM > 1)
-                                tma_load_2d_multicast(bs + chunk * B_CHUNK, tmB, &full[s], n0 + 64 * chunk, k * BK,
-                                                      mask_b);
+                                tma_load_2d_multicast(bs + chunk * B_CHUNK, tmB, &full[s], n0 + CHUNK_COLS * chunk,
+                                                      k * BK, mask_b);
                             else
-                                tma_load_2d(bs + chunk * B_CHUNK, tmB, &full[s], n0 + 64 * chunk, k * BK);
+                                tma_load_2d(bs + chunk * B_CHUNK, tmB, &full[s], n0 + CHUNK_COLS * chunk, k * BK);
                         }
                     }
                 }
             }
         }
-    } else {  // consumers: warpgroup 1 rows 0..63 of the CTA's tile, warpgroup 2 rows 64..127
+    } else {  // consumers: warpgroup 1 rows 0..63 of the CTA's tile, warpgroup 2 rows 64..127 (RS: columns)
         setmaxnreg_inc<232>();
         const int half = wg - 1;
         unsigned char* my_cbuf = cbuf + half * 2 * C_BUF;
@@ -295,6 +305,17 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         };
         float acc[BN / 2];
         int it = 0;
+        // RS: wgmma's A fragment (rows g + 16w and g + 8 + 16w, K columns c and c + 4 of each 8-wide K
+        // step; g = lane / 4, c = lane % 4, w the warp) is read from B's N-major chunks. Fragment row
+        // g + 16w is column 8w + g of this warpgroup's first 32-column chunk, row g + 8 + 16w the same
+        // column of its second - any order of the columns multiplies alike, and this one has every
+        // warp write every staged C chunk (epilogue). frag_lo / frag_hi: the byte offsets of K rows c
+        // and c + 4 of that column in a chunk (a 128-byte swizzled row per K; rows c and c + 4 keep
+        // their swizzle phase in every K step, which is 8 rows).
+        // (Zero, unused, for the other modes: their code is as it was without RS.)
+        const int fcol = RS ? 8 * (t / 32) + (t % 32) / 4 : 0, fk = RS ? t % 4 : 0;
+        const unsigned frag_lo = fk * 128 + ((((fcol >> 2) ^ fk)) << 4) + (fcol & 3) * 4;
+        const unsigned frag_hi = (fk + 4) * 128 + ((((fcol >> 2) ^ (fk + 4))) << 4) + (fcol & 3) * 4;
         // C chunks stored so far: the staging buffer alternates with every chunk across tiles, so
         // a tile with an odd number of chunks (a 16-bit C at BN = 64 or 192) never refills the
         // buffer whose store may still be reading it (bulk_wait_read<1> below)
@@ -303,31 +324,75 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
              tile += clusters) {
             int m0, n0, k0, k1;
             locate(tile, slice, m0, n0, k0, k1);
-            m0 += 64 * half;  // this consumer's 64-row half
+            if constexpr (RS)
+                n0 += 64 * half;  // this consumer's 64 columns
+            else
+                m0 += 64 * half;  // this consumer's 64-row half
             const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
-            for (int k = 0; k < nk; ++k, ++it) {
-                const int s = it % STAGES;
-                mbar_wait(&full[s], (it / STAGES) & 1);
-                const unsigned char* as = smem + s * STAGE_BYTES + half * A_HALF;
-                const unsigned char* bs = smem + s * STAGE_BYTES + A_BYTES;
-                fence_operands(acc);
-                wgmma_fence();
+            if constexpr (RS) {
+                constexpr int KSTEPS = BK / KSTEP;
+                // Two fragment sets, one per stage in turn: one stage's wgmmas may still be reading theirs
+                // (wgmma_wait<1>) while the next stage's are loaded into the other
+                unsigned frag_x[KSTEPS][4] = {}, frag_y[KSTEPS][4] = {};
+                // One RS stage: B's fragments into `fr`, then a wgmma per K step; `prev` (the last stage's set)
+                // is kept live until its wgmmas are known done, so the compiler reuses none of its registers
+                auto rs_stage = [&](int k, unsigned (&fr)[KSTEPS][4], unsigned (&prev)[KSTEPS][4]) {
+                    const int s = it % STAGES;
+                    mbar_wait(&full[s], (it / STAGES) & 1);
+                    const unsigned char* as = smem + s * STAGE_BYTES;  // A's TM rows, K-major: wgmma's B
+                    const unsigned char* bs = as + A_BYTES + 2 * half * B_CHUNK;  // our two 32-column chunks of B
 #pragma unroll
-                for (int kk = 0; kk < BK / KSTEP; ++kk) {
-                    // K-major A: the next 32 bytes of each of its 64 rows; M-major A: the next
-                    // KSTEP rows of its 64-column box (one box spans the wgmma's M = 64)
-                    const unsigned long long da = A_MN ? make_desc(as + kk * KSTEP * 128, A_HALF, 1024)
-                                                       : make_desc(as + kk * 32, 16, 1024);
-                    // K-major B: like A, the next 32 bytes of every 128-byte row; N-major B: the
-                    // next KSTEP rows of each 64-column chunk (chunks B_CHUNK bytes apart)
-                    const unsigned long long db = KMAJOR ? make_desc(bs + kk * 32, 16, 1024)
-                                                         : make_desc(bs + kk * KSTEP * 128, B_CHUNK, 1024);
-                    wgmma<BN, KIND, KMAJOR ? 0 : 1, A_MN ? 1 : 0>(acc, da, db, (k > 0 || kk > 0) ? 1 : 0);
+                    for (int kk = 0; kk < KSTEPS; ++kk) {
+                        const unsigned char* kb = bs + kk * KSTEP * 128;
+                        fr[kk][0] = *reinterpret_cast<const unsigned*>(kb + frag_lo);
+                        fr[kk][1] = *reinterpret_cast<const unsigned*>(kb + B_CHUNK + frag_lo);
+                        fr[kk][2] = *reinterpret_cast<const unsigned*>(kb + frag_hi);
+                        fr[kk][3] = *reinterpret_cast<const unsigned*>(kb + B_CHUNK + frag_hi);
+                    }
+                    fence_operands(acc);
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < KSTEPS; ++kk)
+                        wgmma_rs_tf32<BN>(acc, fr[kk], make_desc(as + kk * 32, 16, 1024), (k > 0 || kk > 0) ? 1 : 0);
+                    wgmma_commit();
+                    wgmma_wait<1>();
+                    fence_operands(acc);
+#pragma unroll
+                    for (int kk = 0; kk < KSTEPS; ++kk) fence_operands(prev[kk]);
+                    if (k > 0) release((it - 1) % STAGES);
+                    ++it;
+                };
+                int k = 0;
+                for (; k + 2 <= nk; k += 2) {
+                    rs_stage(k, frag_x, frag_y);
+                    rs_stage(k + 1, frag_y, frag_x);
                 }
-                wgmma_commit();
-                wgmma_wait<1>();
-                fence_operands(acc);
-                if (k > 0) release((it - 1) % STAGES);
+                if (k < nk) rs_stage(k, frag_x, frag_y);
+            } else {
+                for (int k = 0; k < nk; ++k, ++it) {
+                    const int s = it % STAGES;
+                    mbar_wait(&full[s], (it / STAGES) & 1);
+                    const unsigned char* as = smem + s * STAGE_BYTES + half * A_HALF;
+                    const unsigned char* bs = smem + s * STAGE_BYTES + A_BYTES;
+                    fence_operands(acc);
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < BK / KSTEP; ++kk) {
+                        // K-major A: the next 32 bytes of each of its 64 rows; M-major A: the next
+                        // KSTEP rows of its 64-column box (one box spans the wgmma's M = 64)
+                        const unsigned long long da = A_MN ? make_desc(as + kk * KSTEP * 128, A_HALF, 1024)
+                                                           : make_desc(as + kk * 32, 16, 1024);
+                        // K-major B: like A, the next 32 bytes of every 128-byte row; N-major B: the
+                        // next KSTEP rows of each 64-column chunk (chunks B_CHUNK bytes apart)
+                        const unsigned long long db = KMAJOR ? make_desc(bs + kk * 32, 16, 1024)
+                                                             : make_desc(bs + kk * KSTEP * 128, B_CHUNK, 1024);
+                        wgmma<BN, KIND, KMAJOR ? 0 : 1, A_MN ? 1 : 0>(acc, da, db, (k > 0 || kk > 0) ? 1 : 0);
+                    }
+                    wgmma_commit();
+                    wgmma_wait<1>();
+                    fence_operands(acc);
+                    if (k > 0) release((it - 1) % STAGES);
+                }
             }
             wgmma_wait<0>();
             fence_operands(acc);
@@ -351,42 +416,67 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 unsigned char* buf = my_cbuf + (chunk_no++ % 2) * C_BUF;
                 if (t == 0) bulk_wait_read<1>();  // the store that last read `buf` is done with it
                 named_barrier(1 + half, 128);
+                if constexpr (RS) {
+                    // chunk j: rows 64 * (j / 2).. of the tile by the 32 columns (j % 2) of our 64; the
+                    // accumulator pair (i, i + 1) is rows r and r + 1 of column fcol (see frag_lo)
+                    const int jr = j / 2, jc = j % 2;
 #pragma unroll
-                for (int q = 0; q < C_COLS / 4; ++q) {
-                    // A 16-bit chunk holds 64 columns, twice an fp32 one: unfenced, the compiler
-                    // issues all 32 of a thread's beta loads of C at once and, with 128
-                    // accumulators live, spills (ptxas at BN = 256). Ordering the two halves
-                    // keeps 16 loads in flight, as for fp32, and no spill.
-                    if (OUT16 && q == C_COLS / 8) asm volatile("" ::: "memory");
-                    const int i = j * (C_COLS / 2) + 2 * q;  // accumulator pair in column chunk j
-                    const int r = acc_row(t, i), c = acc_col(t, i) - j * C_COLS;
-                    float v0 = alpha * acc[i], v1 = alpha * acc[i + 1];
-                    if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
-                        const int gr = m0 + r, gc = n0 + j * C_COLS + c;
-                        const long long at = (long long)gr * ldc + gc;
-                        if constexpr (OUT16) {
-                            const hg::bits16* c16 = static_cast<const hg::bits16*>(Cin);
-                            if (gr < M && gc < N) v0 += beta * load16<KIND>(c16 + at);
-                            if (gr < M && gc + 1 < N) v1 += beta * load16<KIND>(c16 + at + 1);
-                        } else {
-                            const float* c32 = static_cast<const float*>(Cin);
-                            if (gr < M && gc < N) v0 += beta * c32[at];
-                            if (gr < M && gc + 1 < N) v1 += beta * c32[at + 1];
+                    for (int u = 0; u < 8; ++u) {
+                        const int i = 32 * jr + 4 * u + 2 * jc;
+                        const int r = acc_col(t, i) - 64 * jr, c = fcol;
+                        float v0 = alpha * acc[i], v1 = alpha * acc[i + 1];
+                        if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
+                            const int gr = m0 + 64 * jr + r, gc = n0 + 32 * jc + c;
+                            const float* c32 = static_cast<const float*>(Cin) + (long long)gr * ldc + gc;
+                            if (gr < M && gc < N) v0 += beta * c32[0];
+                            if (gr + 1 < M && gc < N) v1 += beta * c32[ldc];
                         }
+                        const int unit = ((c >> 2) ^ (r & 7)) << 4, unit1 = ((c >> 2) ^ ((r + 1) & 7)) << 4;
+                        *reinterpret_cast<float*>(buf + r * 128 + unit + (c & 3) * 4) = v0;
+                        *reinterpret_cast<float*>(buf + (r + 1) * 128 + unit1 + (c & 3) * 4) = v1;
                     }
-                    // 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8); the pair
-                    // (c, c + 1), c even, is one 8-byte (fp32) or 4-byte (16-bit) word of it
-                    const int byte = c * CB;
-                    unsigned char* dst = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
-                    if constexpr (OUT16)
-                        *reinterpret_cast<unsigned*>(dst) = pack_rn<KIND>(v0, v1);
-                    else
-                        *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < C_COLS / 4; ++q) {
+                        // A 16-bit chunk holds 64 columns, twice an fp32 one: unfenced, the compiler
+                        // issues all 32 of a thread's beta loads of C at once and, with 128
+                        // accumulators live, spills (ptxas at BN = 256). Ordering the two halves
+                        // keeps 16 loads in flight, as for fp32, and no spill.
+                        if (OUT16 && q == C_COLS / 8) asm volatile("" ::: "memory");
+                        const int i = j * (C_COLS / 2) + 2 * q;  // accumulator pair in column chunk j
+                        const int r = acc_row(t, i), c = acc_col(t, i) - j * C_COLS;
+                        float v0 = alpha * acc[i], v1 = alpha * acc[i + 1];
+                        if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
+                            const int gr = m0 + r, gc = n0 + j * C_COLS + c;
+                            const long long at = (long long)gr * ldc + gc;
+                            if constexpr (OUT16) {
+                                const hg::bits16* c16 = static_cast<const hg::bits16*>(Cin);
+                                if (gr < M && gc < N) v0 += beta * load16<KIND>(c16 + at);
+                                if (gr < M && gc + 1 < N) v1 += beta * load16<KIND>(c16 + at + 1);
+                            } else {
+                                const float* c32 = static_cast<const float*>(Cin);
+                                if (gr < M && gc < N) v0 += beta * c32[at];
+                                if (gr < M && gc + 1 < N) v1 += beta * c32[at + 1];
+                            }
+                        }
+                        // 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8); the pair
+                        // (c, c + 1), c even, is one 8-byte (fp32) or 4-byte (16-bit) word of it
+                        const int byte = c * CB;
+                        unsigned char* dst = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+                        if constexpr (OUT16)
+                            *reinterpret_cast<unsigned*>(dst) = pack_rn<KIND>(v0, v1);
+                        else
+                            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+                    }
                 }
                 fence_proxy_async();
                 named_barrier(1 + half, 128);
                 if (t == 0) {
-                    tma_store_2d(tmC, buf, n0 + j * C_COLS, m0);
+                    // RS: chunk j is rows 64 * (j / 2) of the tile by columns 32 * (j % 2) of our 64
+                    if constexpr (RS)
+                        tma_store_2d(tmC, buf, n0 + 32 * (j % 2), m0 + 64 * (j / 2));
+                    else
+                        tma_store_2d(tmC, buf, n0 + j * C_COLS, m0);
                     bulk_commit();
                 }
             }

@@ -183,9 +183,22 @@ def cluster_slots(cs: int) -> int:
     return max(1, sms // cs)
 
 
+def tf32_rs(dtype: str, v) -> bool:
+    """Whether rung 6 computes the transposed product, B from registers (persistent.cuh "RS"): tf32
+    with a row-major KxN B (B_KMAJOR = 0), which wgmma cannot read N-major from shared memory."""
+    return dtype == "tf32" and not v.get("B_KMAJOR", 0)
+
+
+def cta_tile(v, rs: bool) -> tuple[int, int]:
+    """(rows, columns) of C one CTA of a persistent rung computes: BM x BN, or BN x BM for tf32's
+    transposed product (`rs`: the wgmma's N runs along M there)."""
+    return (v["BN"], BM) if rs else (BM, v["BN"])
+
+
 def cluster_tiles(p: GemmProblem, v) -> int:
-    """Output tiles of a persistent rung in clusters: CM x BM rows by CN x BN columns."""
-    return cdiv(p.M, BM * v["CM"]) * cdiv(p.N, v["BN"] * v.get("CN", 1))
+    """Output tiles of a persistent rung in clusters: CM CTA tiles along M by CN along N."""
+    rows, cols = cta_tile(v, tf32_rs(p.dtype, v))
+    return cdiv(p.M, rows * v["CM"]) * cdiv(p.N, cols * v.get("CN", 1))
 
 
 def k_tiles(p: GemmProblem) -> int:
@@ -286,20 +299,22 @@ def persistent_launch(p: GemmProblem, v) -> Launch:
 
 
 def b_kmajor(spec: KernelSpec, v) -> bool:
-    """Whether the kernel reads B K-major, from an NxK array (B^T): always for tf32 (wgmma has no
-    transpose for 32-bit types), for rung 5 when its B_KMAJOR flag is set (layout nt)."""
-    return "tf32" in spec.dtypes or bool(v.get("B_KMAJOR", 0))
+    """Whether the kernel reads B K-major, from an NxK array (B^T): when its B_KMAJOR flag is set
+    (layout nt; rungs 5 and 6)."""
+    return bool(v.get("B_KMAJOR", 0))
 
 
 def tma_boxes(spec: KernelSpec, v) -> dict[str, tuple[int, int]]:
-    """(rows, columns) of each operand's TMA box: A 128 x one K tile (64 with CN = 2: each CTA of a
-    cluster row loads one half); A^T (KxM, read M-major: A_MNMAJOR) one K tile x 64, one box per
-    64-row half; B (KxN, read N-major) 64 x 64 chunks; B^T
-    (NxK, read K-major: tf32, or B_KMAJOR) BN/CM rows x one K tile; C 64 x 32 staged chunks (rungs
-    5-6; 64 x 64 for a 16-bit C)."""
-    k_tile = 32 if "tf32" in spec.dtypes else 64
-    boxes = {"A": (k_tile, 64) if v.get("A_MNMAJOR", 0) else (BM // v.get("CN", 1), k_tile),
-             "B": (v["BN"] // v.get("CM", 1), k_tile) if b_kmajor(spec, v) else (64, 64)}
+    """(rows, columns) of each operand's TMA box: A the CTA tile's rows x one K tile (half of them
+    with CN = 2: each CTA of a cluster row loads one half); A^T (KxM, read M-major: A_MNMAJOR) one
+    K tile x 64, one box per 64-row half; B (KxN, read N-major) chunks of one K tile x 128 bytes
+    (64 x 64 16-bit, 32 x 32 tf32); B^T (NxK, read K-major: B_KMAJOR) BN/CM rows x one K tile; C
+    64 x 32 staged chunks (rungs 5-6; 64 x 64 for a 16-bit C)."""
+    tf32 = "tf32" in spec.dtypes
+    k_tile = 32 if tf32 else 64
+    rows = cta_tile(v, tf32 and not b_kmajor(spec, v))[0]
+    boxes = {"A": (k_tile, 64) if v.get("A_MNMAJOR", 0) else (rows // v.get("CN", 1), k_tile),
+             "B": (v["BN"] // v.get("CM", 1), k_tile) if b_kmajor(spec, v) else (k_tile, 128 // (4 if tf32 else 2))}
     if "tma_store" in spec.tags:  # 64 rows x 128 bytes: 32 fp32 columns, or 64 of a 16-bit C (OUT16)
         boxes["C"] = (64, 64) if v.get("OUT16", 0) else (64, 32)
     return boxes
@@ -353,8 +368,12 @@ def out16_param() -> Param:
 
 
 def b_kmajor_param() -> Param:
-    """Rung 5's B layout flag: set from the problem's layout (nn: 0, nt: 1), never tuned (no space)."""
+    """Rungs 5-6's B layout flag: set from the problem's layout (nn: 0, nt: 1), never tuned (no space)."""
     return Param("B_KMAJOR", 0, (), "B layout, set from the problem (0: KxN row-major, 1: given as NxK, nt)")
+
+
+def b_kmajor_constraint() -> Constraint:
+    return Constraint("B_KMAJOR must be 0 (B is KxN) or 1 (B given as NxK)", lambda v: v["B_KMAJOR"] in (0, 1))
 
 
 def a_mnmajor_param() -> Param:
@@ -427,7 +446,7 @@ PERSISTENT = KernelSpec(
     source="hgemm/05_persistent_cluster.cu", entry="gemmlab::hgemm_persistent",
     params=_persistent_params((dtype_param(), b_kmajor_param(), out16_param(), a_mnmajor_param()), cm=2),
     constraints=(dtype_constraint(),
-                 Constraint("B_KMAJOR must be 0 (B is KxN) or 1 (B given as NxK)", lambda v: v["B_KMAJOR"] in (0, 1)),
+                 b_kmajor_constraint(),
                  Constraint("OUT16 must be 0 (fp32 C) or 1 (C in the input type)", lambda v: v["OUT16"] in (0, 1)),
                  Constraint("A_MNMAJOR must be 0 (A is MxK) or 1 (A given as KxM)", lambda v: v["A_MNMAJOR"] in (0, 1)))
     + _persistent_constraints(),
@@ -439,14 +458,15 @@ PERSISTENT = KernelSpec(
 TF32_WGMMA = KernelSpec(
     name="tf32_wgmma", op="hgemm", rung=6, title="tf32 wgmma for fp32 inputs (lower precision)",
     idea="fp32 A and B multiplied as tf32 (10-bit mantissa) by wgmma.m64nNk8 in rung 5's pipeline; "
-         "B transposed to K-major first (in the timed work); compare with cuBLAS TF32",
+         "a KxN B is read in place through registers (the transposed product, BN x 128 tiles), a "
+         "B given as NxK K-major; compare with cuBLAS TF32",
     source="hgemm/06_tf32_wgmma.cu", entry="gemmlab::hgemm_tf32_wgmma",
-    params=_persistent_params((), cm=1),
-    constraints=_persistent_constraints(),
+    params=_persistent_params((b_kmajor_param(),), cm=1),
+    constraints=(b_kmajor_constraint(),) + _persistent_constraints(),
     threads=lambda v: 384, smem_bytes=persistent_static_smem,
-    block_tile=lambda v: (BM, v["BN"]),
+    block_tile=lambda v: cta_tile(v, not v.get("B_KMAJOR", 0)),
     geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=("tf32",),
-    tags=("tma", "tma_store", "pads", "persistent", "b_transposed", "layout_nt"),
+    tags=("tma", "tma_store", "pads", "persistent", "layout_nt"),
 )
 
 register(TMA_WGMMA, WARP_SPECIALIZED, PERSISTENT, TF32_WGMMA)
