@@ -85,6 +85,6 @@ def test_the_api_runs_the_kernel_on_the_callers_arrays():
     ex = core.executor("hgemm", "tf32", (M, N, K), "tf32_wgmma", None, torch.cuda.current_stream().cuda_stream,
                        (False, False))
     assert ex.fast and ex.path == "kernel", "read in place, no copy"
-    got = Matmul(a, b, impl="tf32_wgmma").execute()
+    got = Matmul(a, b, impl="tf32_wgmma", op="hgemm").execute()
     torch.cuda.synchronize()
     assert float((got.double() - ref).norm() / ref.norm()) < hv.normwise_tolerance(K, "tf32")
