@@ -408,7 +408,8 @@ def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
         Param("STAGES", 4, (2, 3, 4, 5, 6, 7, 8), "tiles in flight"),
         # defaults as measured on the H200 (docs/tensor-cores.md): the 2-CTA multicast cluster
         # leads for 16-bit inputs (102.5% of cuBLAS at 8192^3 against 100.3% with CM = 1), one CTA
-        # for tf32 (91.2% against 87.1%)
+        # for tf32 (91.2% against 87.1%; reading B in place, H100: 98.5% / 96.5% at 4096^3 / 8192^3
+        # against 97.4% / 96.2%)
         Param("CM", cm, (1, 2), "CTAs per cluster along M (2: B multicast to both)"),
         # along N: A multicast, which cuBLAS pairs with 128x64 tiles at 1024^3 (a 1x2 cluster); it
         # measured slower than CN = 1 on every shape tried (session 9, docs/tensor-cores.md), so
