@@ -17,23 +17,31 @@ TYPES = (  # (kind, ptx type, k, transposable B)
 )
 
 
+def asm_body(regs: int, scale: int, instruction: str, inputs: str) -> str:
+    """The asm statement of a wrapper: a predicate from scale_d (operand `scale`), `instruction`
+    (the wgmma, its accumulators %0..%regs-1 first), the accumulators as "+f" operands, `inputs`."""
+    lines = ("{\\n", ".reg .pred p;\\n", f"setp.ne.b32 p, %{scale}, 0;\\n", f"{instruction};\\n", "}\\n")
+    body = "\n".join(f'        "{line}"' for line in lines)
+    constraints = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return f"    asm volatile(\n{body}\n            : {constraints}\n            : {inputs});\n}}\n"
+
+
+def accumulators(regs: int) -> str:
+    return "{" + ", ".join(f"%{i}" for i in range(regs)) + "}"
+
+
 def wrapper(n: int, kind: int, ptx: str, k: int, trans: bool) -> str:
     """One wrapper: the accumulators as "+f" operands, the descriptors, scale_d, and (16-bit
     types) the A and B transposes as immediate ("n") operands."""
     regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
     a, b, scale, ta, tb = regs, regs + 1, regs + 2, regs + 3, regs + 4
     tail = f"p, 1, 1, %{ta}, %{tb}" if trans else "p, 1, 1"
-    lines = ("{\\n", ".reg .pred p;\\n", f"setp.ne.b32 p, %{scale}, 0;\\n",
-             f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{outs}}}, %{a}, %{b}, {tail};\\n", "}\\n")
-    body = "\n".join(f'        "{line}"' for line in lines)
-    constraints = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    instruction = f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {accumulators(regs)}, %{a}, %{b}, {tail}"
     inputs = '"l"(da), "l"(db), "r"(scale_d)' + (', "n"(TRANS_A), "n"(TRANS_B)' if trans else "")
     check = "" if trans else (f"    static_assert(TRANS_A == 0 && TRANS_B == 0, \"wgmma with {ptx} inputs takes K-major "
                               "A and B only\");\n")
     return (f"template <int TRANS_B, int TRANS_A = 0>\n__device__ __forceinline__ void wgmma_m64n{n}_k{kind}(float (&d)[{regs}], "
-            f"unsigned long long da, unsigned long long db, int scale_d) {{\n{check}"
-            f"    asm volatile(\n{body}\n            : {constraints}\n            : {inputs});\n}}\n")
+            f"unsigned long long da, unsigned long long db, int scale_d) {{\n{check}" + asm_body(regs, scale, instruction, inputs))
 
 
 def rs_wrapper(n: int) -> str:
@@ -41,17 +49,12 @@ def rs_wrapper(n: int) -> str:
     a0 (row g, col c), a1 (g + 8, c), a2 (g, c + 4), a3 (g + 8, c + 4) for g = lane / 4 + 16 * warp,
     c = lane % 4) and B from shared memory through its descriptor."""
     regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
     a = ", ".join(f"%{regs + i}" for i in range(4))
     b, scale = regs + 4, regs + 5
-    lines = ("{\\n", ".reg .pred p;\\n", f"setp.ne.b32 p, %{scale}, 0;\\n",
-             f"wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{outs}}}, {{{a}}}, %{b}, p, 1, 1;\\n", "}\\n")
-    body = "\n".join(f'        "{line}"' for line in lines)
-    constraints = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    instruction = f"wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {accumulators(regs)}, {{{a}}}, %{b}, p, 1, 1"
     inputs = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d)'
     return (f"__device__ __forceinline__ void wgmma_rs_m64n{n}_tf32(float (&d)[{regs}], const unsigned (&a)[4], "
-            f"unsigned long long db, int scale_d) {{\n"
-            f"    asm volatile(\n{body}\n            : {constraints}\n            : {inputs});\n}}\n")
+            f"unsigned long long db, int scale_d) {{\n" + asm_body(regs, scale, instruction, inputs))
 
 
 def main() -> None:

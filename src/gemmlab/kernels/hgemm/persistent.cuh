@@ -153,8 +153,9 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //      A transpose bit (16-bit only). Each half is BK * 128 bytes, the same 8 KB as the K-major
 //      half, so the stage layout and the consumers' offsets do not change.
 // CM x CN: the cluster, CM CTAs along M by CN along N (rank = rm + CM * rn), which computes a
-//   (CM * 128) x (CN * BN) cluster tile. CTAs of one CTA row (same rm) need the same A rows: with
-//   CN = 2 each loads one 64-row half of them and multicasts it to its row, halving A's L2 reads
+//   (CM * TM) x (CN * TN) cluster tile (TM x TN: 128 x BN, or BN x 128 for RS). CTAs of one CTA row
+//   (same rm) need the same A rows: with CN = 2 each loads one half of them (64 rows; BN / 2 for
+//   RS) and multicasts it to its row, halving A's L2 reads
 //   (cuBLAS's 128x64 tiles at 1024^3 run in 1x2 clusters so). CTAs of one CTA column (same rn)
 //   share B the same way: each loads the 64-column chunks c of a KxN B with c % CM == rm
 //   (unevenly for BN = 64 or 192), or BN / CM rows of an NxK one. A stage is filled by the CTA's whole
@@ -185,7 +186,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr int CONSUMER_WARPS = 8;
     static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is 64, 128, 192 or 256 (one wgmma per K step)");
     static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs along M");
-    static_assert(CN == 1 || CN == 2, "clusters of 1 or 2 CTAs along N (CN = 2: each loads one 64-row half of A)");
+    static_assert(CN == 1 || CN == 2, "clusters of 1 or 2 CTAs along N (CN = 2: each loads one half of A's rows)");
     constexpr int CS = CM * CN;  // CTAs per cluster
     static_assert(B_KMAJOR == 0 || B_KMAJOR == 1, "B_KMAJOR is 0 (B is KxN) or 1 (B given as NxK)");
     static_assert(A_MNMAJOR == 0 || A_MNMAJOR == 1, "A_MNMAJOR is 0 (A is MxK) or 1 (A given as KxM)");

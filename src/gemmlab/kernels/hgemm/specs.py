@@ -183,10 +183,10 @@ def cluster_slots(cs: int) -> int:
     return max(1, sms // cs)
 
 
-def tf32_rs(dtype: str, v) -> bool:
+def tf32_rs(tf32: bool, v) -> bool:
     """Whether rung 6 computes the transposed product, B from registers (persistent.cuh "RS"): tf32
     with a row-major KxN B (B_KMAJOR = 0), which wgmma cannot read N-major from shared memory."""
-    return dtype == "tf32" and not v.get("B_KMAJOR", 0)
+    return tf32 and not v.get("B_KMAJOR", 0)
 
 
 def cta_tile(v, rs: bool) -> tuple[int, int]:
@@ -197,7 +197,7 @@ def cta_tile(v, rs: bool) -> tuple[int, int]:
 
 def cluster_tiles(p: GemmProblem, v) -> int:
     """Output tiles of a persistent rung in clusters: CM CTA tiles along M by CN along N."""
-    rows, cols = cta_tile(v, tf32_rs(p.dtype, v))
+    rows, cols = cta_tile(v, tf32_rs(p.dtype == "tf32", v))
     return cdiv(p.M, rows * v["CM"]) * cdiv(p.N, cols * v.get("CN", 1))
 
 
@@ -270,18 +270,22 @@ def _sliced_cta_tiles(p: GemmProblem, v) -> tuple[int, int]:
     return (0, 1) if splits == 1 else ((cluster_tiles(p, v) - whole) * cluster_size(v), splits)
 
 
+def _flag_floats(sliced: int) -> int:
+    """Two ints per sliced CTA tile, rounded to 32 (persistent.cuh's splitk_flag_floats)."""
+    return cdiv(2 * sliced, 32) * 32
+
+
 def persistent_flag_floats(p: GemmProblem, v) -> int:
     """The split-K flags at the head of the workspace: two ints per sliced CTA tile, rounded to 32
     (0 when the tiles are whole). They must be zero before a launch; a launch leaves them so."""
-    sliced, _ = _sliced_cta_tiles(p, v)
-    return cdiv(2 * sliced, 32) * 32
+    return _flag_floats(_sliced_cta_tiles(p, v)[0])
 
 
 def persistent_workspace(p: GemmProblem, v) -> int:
     """Floats of workspace for split-K (0 when the tiles are whole): the flags, then a BM x BN
     fp32 partial per sliced CTA tile and slice (persistent.cuh)."""
     sliced, splits = _sliced_cta_tiles(p, v)
-    return cdiv(2 * sliced, 32) * 32 + sliced * splits * BM * v["BN"]
+    return _flag_floats(sliced) + sliced * splits * BM * v["BN"]
 
 
 def persistent_static_smem(v) -> int:
@@ -312,7 +316,7 @@ def tma_boxes(spec: KernelSpec, v) -> dict[str, tuple[int, int]]:
     64 x 32 staged chunks (rungs 5-6; 64 x 64 for a 16-bit C)."""
     tf32 = "tf32" in spec.dtypes
     k_tile = 32 if tf32 else 64
-    rows = cta_tile(v, tf32 and not b_kmajor(spec, v))[0]
+    rows = cta_tile(v, tf32_rs(tf32, v))[0]
     boxes = {"A": (k_tile, 64) if v.get("A_MNMAJOR", 0) else (rows // v.get("CN", 1), k_tile),
              "B": (v["BN"] // v.get("CM", 1), k_tile) if b_kmajor(spec, v) else (k_tile, 128 // (4 if tf32 else 2))}
     if "tma_store" in spec.tags:  # 64 rows x 128 bytes: 32 fp32 columns, or 64 of a 16-bit C (OUT16)
@@ -465,7 +469,7 @@ TF32_WGMMA = KernelSpec(
     params=_persistent_params((b_kmajor_param(),), cm=1),
     constraints=(b_kmajor_constraint(),) + _persistent_constraints(),
     threads=lambda v: 384, smem_bytes=persistent_static_smem,
-    block_tile=lambda v: cta_tile(v, not v.get("B_KMAJOR", 0)),
+    block_tile=lambda v: cta_tile(v, tf32_rs(True, v)),
     geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=("tf32",),
     tags=("tma", "tma_store", "pads", "persistent", "layout_nt"),
 )
