@@ -52,7 +52,11 @@ CANDIDATES = {
 # tiles (1000x3000x2000: 64 of them on 66 slots), single-CTA 128x128 and 128x256 for the mid sizes.
 VARIANTS = {
     ("hgemm", "persistent"): [{"BN": 64, "CM": 1, "STAGES": 8}, {"BN": 128, "CM": 1}, {"BN": 192, "CM": 1},
-                              {"BN": 192, "CM": 2}, {"BN": 256, "CM": 1}],
+                              {"BN": 192, "CM": 2}, {"BN": 256, "CM": 1},
+                              # one consumer warpgroup: 128x64 and 64-row tiles (session 11)
+                              {"BM": 128, "CONSUMERS": 1, "BN": 64, "CM": 1, "STAGES": 8},
+                              {"BM": 64, "CONSUMERS": 1, "BN": 128, "CM": 1, "STAGES": 8},
+                              {"BM": 64, "CONSUMERS": 1, "BN": 256, "CM": 1, "STAGES": 5}],
     ("hgemm", "tf32_wgmma"): [{"BN": 64, "CM": 1, "STAGES": 8}, {"BN": 128, "CM": 1}, {"BN": 192, "CM": 1},
                               {"BN": 192, "CM": 2}, {"BN": 256, "CM": 2}],
 }

@@ -5,6 +5,13 @@ the choice of dispatch candidates rest on.
 
     PYTHONPATH=src python3 scripts/hgemm_variants.py --dtype bf16 \\
         --sizes 512x512x8192,1024,1000x3000x2000 --bn 64,128,256 --cm 1,2 --cn 1,2 --splitk 1,0 --tailk 1,0
+    PYTHONPATH=src python3 scripts/hgemm_variants.py --dtype bf16 --sizes 1024x1024x1024,1024x1024x4096 \
+        --bn 64,128 --cm 1 --splitk 1 --stages 8 --rows 128x2,128x1,64x1 --times
+
+--rows picks the tile rows and consumer warpgroups of rung 5 (BMxCONSUMERS: 128x2, the default, two
+consumers of 64 rows; 128x1 one consumer for both 64-row blocks; 64x1 64-row tiles). --times prints
+each median in microseconds instead of the share of cuBLAS (fixed cost against cost per K tile,
+from a K sweep).
 
 Combinations the spec refuses (e.g. STAGES that overflow shared memory) are left out.
 """
@@ -25,6 +32,8 @@ def main() -> None:
     ap.add_argument("--tailk", default="0", help="K slices of a partial last wave's tiles (0 automatic, 1 whole)")
     ap.add_argument("--stages", default="4")
     ap.add_argument("--layout", default="nn", help="nn, nt, tn or tt (tf32: nn or nt)")
+    ap.add_argument("--rows", default="128x2", help="BMxCONSUMERS of rung 5: 128x2, 128x1, 64x1")
+    ap.add_argument("--times", action="store_true", help="median microseconds, not shares of cuBLAS")
     args = ap.parse_args()
 
     from gemmlab import registry
@@ -33,20 +42,24 @@ def main() -> None:
     from gemmlab.problem import GemmProblem, parse_shape
 
     ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
-    grid = itertools.product(ints(args.bn), ints(args.cm), ints(args.cn), ints(args.splitk), ints(args.tailk),
+    rows = [tuple(int(x) for x in r.split("x")) for r in args.rows.split(",")]
+    grid = itertools.product(rows, ints(args.bn), ints(args.cm), ints(args.cn), ints(args.splitk), ints(args.tailk),
                              ints(args.stages))
     base = registry.get("tf32_wgmma" if args.dtype == "tf32" else "persistent", "hgemm")
     variants = []
-    for bn, cm, cn, sk, tk, st in grid:
+    for (bm, wg), bn, cm, cn, sk, tk, st in grid:
         values = dict(BN=bn, CM=cm, CN=cn, SPLITK=sk, TAILK=tk, STAGES=st)
-        if base.failed_constraints({**base.defaults, **values}):
+        if (bm, wg) != (128, 2):  # rung 5's other tile rows / consumers (rung 6 has only these)
+            values.update(BM=bm, CONSUMERS=wg)
+        if any(k not in base.defaults for k in values) or base.failed_constraints({**base.defaults, **values}):
             continue
-        variants.append(base.variant(f"bn{bn}c{cm}" + (f"x{cn}" if cn != 1 else "") + f"s{sk}t{tk}"
+        variants.append(base.variant((f"m{bm}w{wg}" if (bm, wg) != (128, 2) else "") + f"bn{bn}c{cm}"
+                                     + (f"x{cn}" if cn != 1 else "") + f"s{sk}t{tk}"
                                      + (f"p{st}" if st != 4 else ""), "variant", "variant",
                                      **values))
     impls = variants + [registry.get("cublas", "hgemm")]
     options = BenchOptions(warmup=3, repeat=10, min_time_ms=20.0)
-    print(f"| shape | cuBLAS TFLOP/s | " + " | ".join(v.name for v in variants) + " |")
+    print(f"| shape | cuBLAS {'us' if args.times else 'TFLOP/s'} | " + " | ".join(v.name for v in variants) + " |")
     print("|---|---:|" + "---:|" * len(variants))
     for size in args.sizes.split(","):
         M, N, K = parse_shape(size)
@@ -56,8 +69,13 @@ def main() -> None:
         for v in variants:
             p = points[v.name]
             ok = p.status == "PASS" and p.gflops and ref
-            cells.append(f"{100 * p.gflops / ref:.1f}%" if ok else p.status)
-        print(f"| {size} | {ref / 1000 if ref else 0:.1f} | " + " | ".join(cells) + " |", flush=True)
+            if args.times:
+                cells.append(f"{p.stats.median * 1e3:.2f}" if p.status == "PASS" and p.stats else p.status)
+            else:
+                cells.append(f"{100 * p.gflops / ref:.1f}%" if ok else p.status)
+        first = (f"{points['cublas'].stats.median * 1e3:.2f}" if args.times and ref else
+                 f"{ref / 1000 if ref else 0:.1f}")
+        print(f"| {size} | {first} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ slots, flags and the in-order sum of the last arriver under memcheck) and a thir
 split (TAILK = 3 at 1409x1665x203, 168 tiles of 128x128: the full wave whole, the last wave's 36
 tiles in slices), a fourth with 128x64 tiles (BN = 64) split in two, and a fifth in clusters along
 N (A multicast: 1x2 clusters of 128x64 tiles, 2x2 clusters, and 1x2 clusters of 128x192 tiles) or
-sharing B unevenly (2x1 clusters of 128x192 and of 128x64 tiles).
+sharing B unevenly (2x1 clusters of 128x192 and of 128x64 tiles); rung 5 a sixth with one consumer
+warpgroup (128x64 tiles in 2x2 clusters with split-K, 64x128 tiles with split-K, 64x64 tiles in
+1x2 clusters with the tail split).
 Exits 1 if any result is wrong.
 """
 from __future__ import annotations
@@ -29,6 +31,11 @@ TAIL_PARAMS = {"BN": 128, "CM": 1, "TAILK": 3}
 BN64_PARAMS = {"BN": 64, "CM": 1, "SPLITK": 2}  # 128x64 tiles, split in two
 CLUSTER_PARAMS = ({"BN": 64, "CM": 1, "CN": 2}, {"BN": 128, "CM": 2, "CN": 2, "SPLITK": 2},
                     {"BN": 192, "CM": 1, "CN": 2, "TAILK": 2}, {"BN": 192, "CM": 2}, {"BN": 64, "CM": 2, "SPLITK": 2})
+# rung 5 with one consumer warpgroup (both 64-row blocks of 128-row tiles, or 64-row tiles), with
+# the layouts each takes (an M-major A shared along N needs 128-row tiles)
+ONE_CONSUMER_PARAMS = (({"BM": 128, "CONSUMERS": 1, "BN": 64, "CM": 2, "CN": 2, "SPLITK": 2}, ("nn", "tt")),
+                       ({"BM": 64, "CONSUMERS": 1, "BN": 128, "CM": 1, "SPLITK": 2}, ("nn", "tt")),
+                       ({"BM": 64, "CONSUMERS": 1, "BN": 64, "CM": 1, "CN": 2, "TAILK": 2}, ("nn", "nt")))
 
 
 def main(argv: list[str]) -> int:
@@ -61,6 +68,10 @@ def main(argv: list[str]) -> int:
                 runs += [([p for layout in ("nn", "tt") for out in outs
                            for p in sweep_problems(dtype, ANY_SHAPES + SPLITK_SHAPES, layout=layout, out=out)
                            if not refusal(impl, p)], {impl.name: params}) for params in CLUSTER_PARAMS]
+            if impl.name == "persistent":
+                runs += [([p for layout in layouts for out in outs
+                           for p in sweep_problems(dtype, SPLITK_SHAPES, layout=layout, out=out)
+                           if not refusal(impl, p)], {impl.name: params}) for params, layouts in ONE_CONSUMER_PARAMS]
             for sweep, params in runs:
                 for r in verify_sweep([impl], sweep, params, host_data=True):
                     p = r.problem

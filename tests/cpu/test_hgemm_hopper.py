@@ -90,3 +90,34 @@ def test_tma_boxes():
                                                                           "C": (64, 32)}
     tma = registry.get("tma_wgmma", "hgemm")
     assert tma_boxes(tma, tma.defaults) == {"A": (128, 64), "B": (64, 64)}
+
+
+def test_one_consumer_geometry():
+    """CONSUMERS = 1: a producer and one consumer warpgroup (256 threads), one C staging pair;
+    BM = 64: 64-row tiles, stages of 64 A rows, A boxes of 64 rows (32 in a 1x2 cluster)."""
+    spec = registry.get("persistent", "hgemm")
+    problem = GemmProblem(1024, 1024, 1024, dtype="bf16")
+    two = spec.resolve({"BN": 64, "CM": 1, "STAGES": 8})
+    one = spec.resolve({"BN": 64, "CM": 1, "STAGES": 8, "CONSUMERS": 1})
+    launch = persistent_launch(problem, one)
+    assert launch.block == (256, 1, 1) and launch.grid == (128, 1, 1), "128 tiles of 128x64"
+    assert persistent_smem(two) - persistent_smem(one) == 2 * 64 * 128, "one consumer's two staging buffers fewer"
+    rows64 = spec.resolve({"BN": 128, "CM": 1, "BM": 64, "CONSUMERS": 1})
+    assert persistent_launch(problem, rows64).grid == (128, 1, 1), "128 tiles of 64x128"
+    assert persistent_smem(rows64) == 4 * (64 + 128) * 128 + 1024 + 2 * 64 * 128
+    assert spec.block_tile(rows64) == (64, 128)
+    assert tma_boxes(spec, rows64)["A"] == (64, 64)
+    assert tma_boxes(spec, {**rows64, "CN": 2})["A"] == (32, 64), "a 1x2 cluster multicasts 32-row halves"
+    # split-K partials: a BM x BN slot per sliced CTA tile and slice
+    sliced = spec.resolve({"BN": 128, "CM": 1, "BM": 64, "CONSUMERS": 1, "SPLITK": 4})
+    assert spec.workspace(GemmProblem(64, 128, 8192, dtype="bf16"), sliced) == 32 + 4 * 64 * 128
+
+
+def test_one_consumer_refusals():
+    """The spec refuses what the kernel cannot build, with the rule in the message."""
+    spec = registry.get("persistent", "hgemm")
+    one, row64 = {"BM": 128, "CONSUMERS": 1}, {"BM": 64, "CONSUMERS": 1}
+    for bad, rule in (({"BM": 64, "CONSUMERS": 2}, "one consumer warpgroup"), ({**one, "BN": 256}, "BN <= 128"),
+                      ({**row64, "CN": 2, "A_MNMAJOR": 1}, "M-major A")):
+        with pytest.raises(BadArgumentError, match=rule):
+            spec.resolve(bad)

@@ -20,3 +20,38 @@ def skip_unavailable(impl):
         pytest.skip(impl.unavailable_reason())
     if getattr(impl, "arch", None) == "sm_90a" and not hopper():
         pytest.skip(f"{impl.name} needs sm_90a (Hopper)")
+
+
+# The three checks every rung-5 configuration module runs (clusters, tile shapes, consumers): each
+# takes the kernel, its parameters and the module's edge shapes.
+ODD_SHAPES = ((136, 264, 1000), (129, 257, 650))
+SLICED_SHAPES = ((512, 512, 8192), (1409, 1665, 203), (3072, 3072, 1024))
+
+
+def check_sweeps(impl, dtype, params, edge_shapes):
+    """The odd and aligned sweeps and the module's edge shapes, nn, fp32 C."""
+    from gemmlab.harness.bench import verify_sweep
+    from gemmlab.ops import hgemm_check as hv
+
+    problems = hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES + edge_shapes)
+    assert_all_pass(verify_sweep([impl], problems, {impl.name: params}))
+
+
+def check_layout_and_c_type(impl, layout, out, params, edge_shapes):
+    """Both 16-bit types in one layout with an fp32 C or ("c16") a C in the input type."""
+    from gemmlab.harness.bench import verify_sweep
+    from gemmlab.ops import hgemm_check as hv
+
+    problems = [p for d in ("fp16", "bf16") for p in hv.sweep_problems(d, ODD_SHAPES + edge_shapes, layout=layout,
+                                                                       out=d if out == "c16" else "fp32")]
+    assert_all_pass(verify_sweep([impl], problems, {impl.name: params}))
+
+
+def check_k_slices(impl, params):
+    """Both 16-bit types with the K slices `params` asks for (SPLITK, TAILK) on few-tile, odd and
+    partial-wave shapes."""
+    from gemmlab.harness.bench import verify_sweep
+    from gemmlab.ops import hgemm_check as hv
+
+    problems = [p for d in ("fp16", "bf16") for p in hv.sweep_problems(d, SLICED_SHAPES)]
+    assert_all_pass(verify_sweep([impl], problems, {impl.name: params}))

@@ -12,7 +12,8 @@ from gemmlab import registry
 from gemmlab.harness.bench import verify_sweep
 from gemmlab.ops import hgemm_check as hv
 
-from .hgemm_sweeps import assert_all_pass, skip_unavailable
+from .hgemm_sweeps import (assert_all_pass, check_k_slices, check_layout_and_c_type, check_sweeps,
+                           skip_unavailable)
 
 PERSISTENT = registry.get("persistent", "hgemm")
 TF32 = registry.get("tf32_wgmma", "hgemm")
@@ -42,24 +43,20 @@ def _hopper():
 @pytest.mark.parametrize("cluster", CLUSTERS, ids=str)
 @pytest.mark.parametrize("dtype", HALF)
 def test_sweeps(dtype, cluster):
-    problems = hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES + EDGE_SHAPES)
-    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": CLUSTERS[cluster]}))
+    check_sweeps(PERSISTENT, dtype, CLUSTERS[cluster], EDGE_SHAPES)
 
 
 @pytest.mark.parametrize("cluster", CLUSTERS, ids=str)
 @pytest.mark.parametrize("layout", ("nt", "tn", "tt"))
 @pytest.mark.parametrize("out", ("fp32", "c16"))
 def test_every_layout_and_c_type(layout, out, cluster):
-    problems = [p for d in HALF for p in hv.sweep_problems(d, ((136, 264, 1000), (129, 257, 650)) + EDGE_SHAPES,
-                                                           layout=layout, out=d if out == "c16" else "fp32")]
-    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": CLUSTERS[cluster]}))
+    check_layout_and_c_type(PERSISTENT, layout, out, CLUSTERS[cluster], EDGE_SHAPES)
 
 
 @pytest.mark.parametrize("cluster", CLUSTERS, ids=str)
 @pytest.mark.parametrize("extra", [{"SPLITK": 4}, {"SPLITK": 0}, {"TAILK": 2}], ids=str)
 def test_with_k_slices(extra, cluster):
-    problems = [p for d in HALF for p in hv.sweep_problems(d, ((512, 512, 8192), (1409, 1665, 203), (3072, 3072, 1024)))]
-    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": {**CLUSTERS[cluster], **extra}}))
+    check_k_slices(PERSISTENT, {**CLUSTERS[cluster], **extra})
 
 
 @pytest.mark.parametrize("cluster", CLUSTERS, ids=str)

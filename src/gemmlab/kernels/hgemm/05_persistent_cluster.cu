@@ -46,14 +46,15 @@ namespace gemmlab {
 // or of the input type (OUT16 = 1). splits > 1 deals each tile's K tiles out in that many slices
 // (split-K, for problems with fewer tiles than SMs; persistent.cuh), summed in order through the
 // zeroed workspace W (null when splits == 1).
-template <int BF16, int B_KMAJOR, int OUT16, int A_MNMAJOR, int BN, int STAGES, int CM, int CN, int GROUP_M>
+template <int BF16, int B_KMAJOR, int OUT16, int A_MNMAJOR, int BN, int STAGES, int CM, int CN, int GROUP_M, int BM,
+          int CONSUMERS>
 __global__ void __launch_bounds__(384, 1)
 hgemm_persistent(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmB,
                  const __grid_constant__ hop::TmaMap tmC, int M, int N, int K, float alpha, float beta,
                  const void* __restrict__ C, int ldc, float* __restrict__ W, int whole, int splits) {
     static_assert(BF16 == 0 || BF16 == 1, "16-bit inputs: 0 fp16, 1 bf16");
-    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, CN, GROUP_M, A_MNMAJOR>(tmA, tmB, tmC, M, N, K, alpha,
-                                                                                        beta, C, ldc, W, whole, splits);
+    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, CN, GROUP_M, A_MNMAJOR, BM, CONSUMERS>(
+        tmA, tmB, tmC, M, N, K, alpha, beta, C, ldc, W, whole, splits);
 }
 
 }  // namespace gemmlab

@@ -24,15 +24,16 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
 // Which tiles are sliced: all of them (uniform split-K, for problems with fewer tiles than SMs),
 // or only those of a partial last wave (the tail split, next_unit). A sliced unit multiplies K
 // tiles [k0, k1) of its tile; units of one slice run at one time on neighbouring tiles, as the
-// grouped order intends. Each consumer warpgroup writes its 64 x BN partial to a workspace slot of its own, in
-// accumulator order (thread t's float4 j at j * 128 + t: 512 contiguous bytes per warp), and
-// counts itself in on its half-tile's flag; the last to arrive sums every slot in slice order -
+// grouped order intends. Each consumer warpgroup writes the 64 x BN partial of each of its 64-row blocks to a
+// workspace slot of its own, in accumulator order (thread t's float4 j at j * 128 + t: 512
+// contiguous bytes per warp), and counts itself in on its flag; the last to arrive sums every slot in slice order -
 // so the result does not depend on who arrived last: deterministic, as cuBLAS is - and runs the
 // epilogue. Nobody waits on another unit, so no schedule can deadlock. The last arriver puts the
 // flag back to zero, so the next launch of the same shape needs no clearing (a shape with more
 // flags would find partials where they lie: the host clears those first, ops/hgemm_tma.py).
 // Workspace W (floats): splitk_flag_floats(sliced tiles * CM * CN) ints, then per sliced CTA tile,
-// slice and half a 64 x BN slot.
+// slice and 64-row block a 64 x BN slot (two flags per CTA tile: one per consumer, the second
+// unused by a lone consumer).
 __host__ __device__ __forceinline__ int splitk_flag_floats(int cta_tiles) { return (2 * cta_tiles + 31) / 32 * 32; }
 
 // The walk over work units. The first `whole` cluster tiles are whole units (slice < 0); the
@@ -160,10 +161,18 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //   share B the same way: each loads the 64-column chunks c of a KxN B with c % CM == rm
 //   (unevenly for BN = 64 or 192), or BN / CM rows of an NxK one. A stage is filled by the CTA's whole
 //   row and column, so each consumer warp releases a stage to every CTA of the cluster.
+// BM, CONSUMERS: the tile's rows, 128 or 64 (non-RS), and the consumer warpgroups that compute them.
+//   Two split a 128-row tile into 64-row halves; one (CONSUMERS = 1) issues every 64-row block
+//   itself, block after block each K step into its own accumulator set: two for BM = 128 (cuBLAS's
+//   arrangement at 1024^3: half the warps waiting on each stage, B's descriptors reused), one for
+//   BM = 64 (64-row tiles: twice the tiles of a small problem, each K step one wgmma of the full BN,
+//   which reads fewer shared-memory bytes per multiply than two of BN / 2). The block is 128 *
+//   (1 + CONSUMERS) threads. tf32's transposed product keeps two consumers of 64 columns.
 // whole, splits (runtime; the host sets both, specs.persistent_schedule): the first `whole` cluster
 //   tiles run whole, the others in `splits` K slices each (1..ktiles: the host clamps it), split-K
 //   above; W the zeroed workspace the sliced tiles need (null when no tile is sliced).
-template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int CN, int GROUP_M, int A_MNMAJOR = 0>
+template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int CN, int GROUP_M, int A_MNMAJOR = 0,
+          int BM = 128, int CONSUMERS = 2>
 __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap& tmB, const TmaMap& tmC, int M, int N,
                                                 int K, float alpha, float beta, const void* __restrict__ Cin,
                                                 int ldc, float* __restrict__ W, int whole, int splits) {
@@ -172,9 +181,12 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr bool A_MN = A_MNMAJOR != 0;
     constexpr bool RS = TF32 && !KMAJOR;        // tf32 with a KxN B: the transposed product, B through registers
     constexpr int EB = TF32 ? 4 : 2;            // bytes per input element
-    constexpr int BM = 128, BK = 128 / EB;      // a K tile is one 128-byte swizzled row
+    constexpr int BK = 128 / EB;                // a K tile is one 128-byte swizzled row
     constexpr int KSTEP = 32 / EB;              // wgmma K: 16 (16-bit) or 8 (tf32), 32 bytes
     constexpr int TM = RS ? BN : BM, TN = RS ? BM : BN;  // the CTA's tile of C: TM rows x TN columns
+    // 64-row blocks of the tile (one wgmma M each; RS: 64-column blocks), and how many of them
+    // each consumer warpgroup computes: one (two consumers split a 128-row tile) or all
+    constexpr int RB = BM / 64, MB = RB / CONSUMERS;
     constexpr int A_BYTES = TM * 128, B_BYTES = TN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
     constexpr int CHUNK_COLS = 128 / EB;        // N-major B: chunks of one 128-byte row of columns
     constexpr int B_CHUNK = BK * 128, B_CHUNKS = TN / CHUNK_COLS;  // ... by BK rows each
@@ -183,7 +195,13 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr int B_PART = BN / CM;             // B rows one CTA loads (K-major B; an N-major B goes by chunks)
     // A staged C chunk is 64 rows x 128 bytes (the TMA store's swizzled box): 32 fp32 or 64 16-bit columns
     constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
-    constexpr int CONSUMER_WARPS = 8;
+    constexpr int CONSUMER_WARPS = 4 * CONSUMERS;
+    static_assert(BM == 64 || BM == 128, "BM is 64 or 128 rows (one or two wgmma M blocks)");
+    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert(RB % CONSUMERS == 0, "every consumer computes whole 64-row blocks");
+    static_assert(MB * BN / 2 <= 128, "at most 128 fp32 accumulators a consumer thread");
+    static_assert(!RS || (BM == 128 && CONSUMERS == 2), "tf32's transposed product: two consumers of 64 columns");
+    static_assert(!A_MNMAJOR || CN == 1 || TM == 128, "an M-major A shared along N: one 64-column box per CTA");
     static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is 64, 128, 192 or 256 (one wgmma per K step)");
     static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs along M");
     static_assert(CN == 1 || CN == 2, "clusters of 1 or 2 CTAs along N (CN = 2: each loads one half of A's rows)");
@@ -262,9 +280,9 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                         else
                             tma_load_2d_multicast(as + rn * A_PART * 128, tmA, &full[s], k * BK, m0 + A_PART * rn,
                                                   mask_a);
-                    } else if constexpr (A_MN) {  // two BK x 64 boxes of the KxM array, one per consumer half
-                        tma_load_2d(as, tmA, &full[s], m0, k * BK);
-                        tma_load_2d(as + A_HALF, tmA, &full[s], m0 + 64, k * BK);
+                    } else if constexpr (A_MN) {  // BK x 64 boxes of the KxM array, one per 64-row block
+#pragma unroll
+                        for (int r = 0; r < RB; ++r) tma_load_2d(as + r * A_HALF, tmA, &full[s], m0 + 64 * r, k * BK);
                     } else {
                         tma_load_2d(as, tmA, &full[s], k * BK, m0);
                     }
@@ -289,7 +307,8 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 }
             }
         }
-    } else {  // consumers: warpgroup 1 rows 0..63 of the CTA's tile, warpgroup 2 rows 64..127 (RS: columns)
+    } else {  // consumers: warpgroup 1 rows 0..63 of the CTA's tile, warpgroup 2 rows 64..127 (RS: columns);
+              // a lone consumer (CONSUMERS = 1) every 64-row block of it, acc[mb] for block mb
         setmaxnreg_inc<232>();
         const int half = wg - 1;
         unsigned char* my_cbuf = cbuf + half * 2 * C_BUF;
@@ -304,7 +323,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 }
             }
         };
-        float acc[BN / 2];
+        float acc[MB][BN / 2];
+        auto fence_acc = [&] {
+#pragma unroll
+            for (int mb = 0; mb < MB; ++mb) fence_operands(acc[mb]);
+        };
         int it = 0;
         // RS: wgmma's A fragment (rows g + 16w and g + 8 + 16w, K columns c and c + 4 of each 8-wide K
         // step; g = lane / 4, c = lane % 4, w the warp) is read from B's N-major chunks. Fragment row
@@ -328,7 +351,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             if constexpr (RS)
                 n0 += 64 * half;  // this consumer's 64 columns
             else
-                m0 += 64 * half;  // this consumer's 64-row half
+                m0 += 64 * MB * half;  // this consumer's first 64-row block
             const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
             if constexpr (RS) {
                 constexpr int KSTEPS = BK / KSTEP;
@@ -350,14 +373,14 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                         fr[kk][2] = *reinterpret_cast<const unsigned*>(kb + frag_hi);
                         fr[kk][3] = *reinterpret_cast<const unsigned*>(kb + B_CHUNK + frag_hi);
                     }
-                    fence_operands(acc);
+                    fence_operands(acc[0]);
                     wgmma_fence();
 #pragma unroll
                     for (int kk = 0; kk < KSTEPS; ++kk)
-                        wgmma_rs_tf32<BN>(acc, fr[kk], make_desc(as + kk * 32, 16, 1024), (k > 0 || kk > 0) ? 1 : 0);
+                        wgmma_rs_tf32<BN>(acc[0], fr[kk], make_desc(as + kk * 32, 16, 1024), (k > 0 || kk > 0) ? 1 : 0);
                     wgmma_commit();
                     wgmma_wait<1>();
-                    fence_operands(acc);
+                    fence_operands(acc[0]);
 #pragma unroll
                     for (int kk = 0; kk < KSTEPS; ++kk) fence_operands(prev[kk]);
                     if (k > 0) release((it - 1) % STAGES);
@@ -373,112 +396,126 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 for (int k = 0; k < nk; ++k, ++it) {
                     const int s = it % STAGES;
                     mbar_wait(&full[s], (it / STAGES) & 1);
-                    const unsigned char* as = smem + s * STAGE_BYTES + half * A_HALF;
                     const unsigned char* bs = smem + s * STAGE_BYTES + A_BYTES;
-                    fence_operands(acc);
+                    fence_acc();
                     wgmma_fence();
+                    // block by block (a lone consumer's second block reuses B's descriptors), one
+                    // commit group for the stage
 #pragma unroll
-                    for (int kk = 0; kk < BK / KSTEP; ++kk) {
-                        // K-major A: the next 32 bytes of each of its 64 rows; M-major A: the next
-                        // KSTEP rows of its 64-column box (one box spans the wgmma's M = 64)
-                        const unsigned long long da = A_MN ? make_desc(as + kk * KSTEP * 128, A_HALF, 1024)
-                                                           : make_desc(as + kk * 32, 16, 1024);
-                        // K-major B: like A, the next 32 bytes of every 128-byte row; N-major B: the
-                        // next KSTEP rows of each 64-column chunk (chunks B_CHUNK bytes apart)
-                        const unsigned long long db = KMAJOR ? make_desc(bs + kk * 32, 16, 1024)
-                                                             : make_desc(bs + kk * KSTEP * 128, B_CHUNK, 1024);
-                        wgmma<BN, KIND, KMAJOR ? 0 : 1, A_MN ? 1 : 0>(acc, da, db, (k > 0 || kk > 0) ? 1 : 0);
+                    for (int mb = 0; mb < MB; ++mb) {
+                        const unsigned char* as = smem + s * STAGE_BYTES + (half * MB + mb) * A_HALF;
+#pragma unroll
+                        for (int kk = 0; kk < BK / KSTEP; ++kk) {
+                            // K-major A: the next 32 bytes of each of its 64 rows; M-major A: the next
+                            // KSTEP rows of its 64-column box (one box spans the wgmma's M = 64)
+                            const unsigned long long da = A_MN ? make_desc(as + kk * KSTEP * 128, A_HALF, 1024)
+                                                               : make_desc(as + kk * 32, 16, 1024);
+                            // K-major B: like A, the next 32 bytes of every 128-byte row; N-major B: the
+                            // next KSTEP rows of each 64-column chunk (chunks B_CHUNK bytes apart)
+                            const unsigned long long db = KMAJOR ? make_desc(bs + kk * 32, 16, 1024)
+                                                                 : make_desc(bs + kk * KSTEP * 128, B_CHUNK, 1024);
+                            wgmma<BN, KIND, KMAJOR ? 0 : 1, A_MN ? 1 : 0>(acc[mb], da, db, (k > 0 || kk > 0) ? 1 : 0);
+                        }
                     }
                     wgmma_commit();
                     wgmma_wait<1>();
-                    fence_operands(acc);
+                    fence_acc();
                     if (k > 0) release((it - 1) % STAGES);
                 }
             }
             wgmma_wait<0>();
-            fence_operands(acc);
+            fence_acc();
             release((it - 1) % STAGES);
 
             if (slice >= 0 && splits > 1) {  // a slice: park its partial; the last slice to finish sums them
                 // flags and slots are numbered over the sliced tiles only (`tile` counts from the first)
                 const long long cta_tile = (long long)tile * CS + rank;
-                const long long slot_floats = 64 * BN, slice_stride = 2 * slot_floats;
-                float* slots = W + splitk_flag_floats((tiles - whole) * CS) + (cta_tile * splits * 2 + half) * slot_floats;
-                store_partial(acc, slots + slice * slice_stride, t);
+                const long long slot_floats = 64 * BN, slice_stride = RB * slot_floats;
+                float* slots = W + splitk_flag_floats((tiles - whole) * CS) +
+                               (cta_tile * splits * RB + half * MB) * slot_floats;  // our first block's
+#pragma unroll
+                for (int mb = 0; mb < MB; ++mb) store_partial(acc[mb], slots + mb * slot_floats + slice * slice_stride, t);
                 if (!arrive_last_half(reinterpret_cast<int*>(W) + 2 * cta_tile + half, splits, half, t, last_of))
                     continue;
-                sum_partials(acc, slots, slice_stride, splits, t);
+#pragma unroll
+                for (int mb = 0; mb < MB; ++mb) sum_partials(acc[mb], slots + mb * slot_floats, slice_stride, splits, t);
             }
 
             // Epilogue: C_COLS-column chunks through two swizzled staging buffers, each stored by
-            // TMA (which clips rows >= M and columns >= N) while the next one is filled.
+            // TMA (which clips rows >= M and columns >= N) while the next one is filled;
+            // block by block for a lone consumer (MB = 2), the buffers alternating throughout.
 #pragma unroll
-            for (int j = 0; j < BN / C_COLS; ++j) {
-                unsigned char* buf = my_cbuf + (chunk_no++ % 2) * C_BUF;
-                if (t == 0) bulk_wait_read<1>();  // the store that last read `buf` is done with it
-                named_barrier(1 + half, 128);
-                if constexpr (RS) {
-                    // chunk j: rows 64 * (j / 2).. of the tile by the 32 columns (j % 2) of our 64; the
-                    // accumulator pair (i, i + 1) is rows r and r + 1 of column fcol (see frag_lo)
-                    const int jr = j / 2, jc = j % 2;
+            for (int mb = 0; mb < MB; ++mb) {
+                const int mr = m0 + 64 * mb;   // the block's first row (RS: MB = 1)
+                const float(&ac)[BN / 2] = acc[mb];
 #pragma unroll
-                    for (int u = 0; u < 8; ++u) {
-                        const int i = 32 * jr + 4 * u + 2 * jc;
-                        const int r = acc_col(t, i) - 64 * jr, c = fcol;
-                        float v0 = alpha * acc[i], v1 = alpha * acc[i + 1];
-                        if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
-                            const int gr = m0 + 64 * jr + r, gc = n0 + 32 * jc + c;
-                            const float* c32 = static_cast<const float*>(Cin) + (long long)gr * ldc + gc;
-                            if (gr < M && gc < N) v0 += beta * c32[0];
-                            if (gr + 1 < M && gc < N) v1 += beta * c32[ldc];
-                        }
-                        const int unit = ((c >> 2) ^ (r & 7)) << 4, unit1 = ((c >> 2) ^ ((r + 1) & 7)) << 4;
-                        *reinterpret_cast<float*>(buf + r * 128 + unit + (c & 3) * 4) = v0;
-                        *reinterpret_cast<float*>(buf + (r + 1) * 128 + unit1 + (c & 3) * 4) = v1;
-                    }
-                } else {
+                for (int j = 0; j < BN / C_COLS; ++j) {
+                    unsigned char* buf = my_cbuf + (chunk_no++ % 2) * C_BUF;
+                    if (t == 0) bulk_wait_read<1>();  // the store that last read `buf` is done with it
+                    named_barrier(1 + half, 128);
+                    if constexpr (RS) {
+                        // chunk j: rows 64 * (j / 2).. of the tile by the 32 columns (j % 2) of our 64; the
+                        // accumulator pair (i, i + 1) is rows r and r + 1 of column fcol (see frag_lo)
+                        const int jr = j / 2, jc = j % 2;
 #pragma unroll
-                    for (int q = 0; q < C_COLS / 4; ++q) {
-                        // A 16-bit chunk holds 64 columns, twice an fp32 one: unfenced, the compiler
-                        // issues all 32 of a thread's beta loads of C at once and, with 128
-                        // accumulators live, spills (ptxas at BN = 256). Ordering the two halves
-                        // keeps 16 loads in flight, as for fp32, and no spill.
-                        if (OUT16 && q == C_COLS / 8) asm volatile("" ::: "memory");
-                        const int i = j * (C_COLS / 2) + 2 * q;  // accumulator pair in column chunk j
-                        const int r = acc_row(t, i), c = acc_col(t, i) - j * C_COLS;
-                        float v0 = alpha * acc[i], v1 = alpha * acc[i + 1];
-                        if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
-                            const int gr = m0 + r, gc = n0 + j * C_COLS + c;
-                            const long long at = (long long)gr * ldc + gc;
-                            if constexpr (OUT16) {
-                                const hg::bits16* c16 = static_cast<const hg::bits16*>(Cin);
-                                if (gr < M && gc < N) v0 += beta * load16<KIND>(c16 + at);
-                                if (gr < M && gc + 1 < N) v1 += beta * load16<KIND>(c16 + at + 1);
-                            } else {
-                                const float* c32 = static_cast<const float*>(Cin);
-                                if (gr < M && gc < N) v0 += beta * c32[at];
-                                if (gr < M && gc + 1 < N) v1 += beta * c32[at + 1];
+                        for (int u = 0; u < 8; ++u) {
+                            const int i = 32 * jr + 4 * u + 2 * jc;
+                            const int r = acc_col(t, i) - 64 * jr, c = fcol;
+                            float v0 = alpha * ac[i], v1 = alpha * ac[i + 1];
+                            if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
+                                const int gr = mr + 64 * jr + r, gc = n0 + 32 * jc + c;
+                                const float* c32 = static_cast<const float*>(Cin) + (long long)gr * ldc + gc;
+                                if (gr < M && gc < N) v0 += beta * c32[0];
+                                if (gr + 1 < M && gc < N) v1 += beta * c32[ldc];
                             }
+                            const int unit = ((c >> 2) ^ (r & 7)) << 4, unit1 = ((c >> 2) ^ ((r + 1) & 7)) << 4;
+                            *reinterpret_cast<float*>(buf + r * 128 + unit + (c & 3) * 4) = v0;
+                            *reinterpret_cast<float*>(buf + (r + 1) * 128 + unit1 + (c & 3) * 4) = v1;
                         }
-                        // 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8); the pair
-                        // (c, c + 1), c even, is one 8-byte (fp32) or 4-byte (16-bit) word of it
-                        const int byte = c * CB;
-                        unsigned char* dst = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
-                        if constexpr (OUT16)
-                            *reinterpret_cast<unsigned*>(dst) = pack_rn<KIND>(v0, v1);
-                        else
-                            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+                    } else {
+#pragma unroll
+                        for (int q = 0; q < C_COLS / 4; ++q) {
+                            // A 16-bit chunk holds 64 columns, twice an fp32 one: unfenced, the compiler
+                            // issues all 32 of a thread's beta loads of C at once and, with 128
+                            // accumulators live, spills (ptxas at BN = 256). Ordering the two halves
+                            // keeps 16 loads in flight, as for fp32, and no spill.
+                            if (OUT16 && q == C_COLS / 8) asm volatile("" ::: "memory");
+                            const int i = j * (C_COLS / 2) + 2 * q;  // accumulator pair in column chunk j
+                            const int r = acc_row(t, i), c = acc_col(t, i) - j * C_COLS;
+                            float v0 = alpha * ac[i], v1 = alpha * ac[i + 1];
+                            if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
+                                const int gr = mr + r, gc = n0 + j * C_COLS + c;
+                                const long long at = (long long)gr * ldc + gc;
+                                if constexpr (OUT16) {
+                                    const hg::bits16* c16 = static_cast<const hg::bits16*>(Cin);
+                                    if (gr < M && gc < N) v0 += beta * load16<KIND>(c16 + at);
+                                    if (gr < M && gc + 1 < N) v1 += beta * load16<KIND>(c16 + at + 1);
+                                } else {
+                                    const float* c32 = static_cast<const float*>(Cin);
+                                    if (gr < M && gc < N) v0 += beta * c32[at];
+                                    if (gr < M && gc + 1 < N) v1 += beta * c32[at + 1];
+                                }
+                            }
+                            // 128-byte swizzle: 16-byte unit u of row r sits at unit u ^ (r % 8); the pair
+                            // (c, c + 1), c even, is one 8-byte (fp32) or 4-byte (16-bit) word of it
+                            const int byte = c * CB;
+                            unsigned char* dst = buf + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+                            if constexpr (OUT16)
+                                *reinterpret_cast<unsigned*>(dst) = pack_rn<KIND>(v0, v1);
+                            else
+                                *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+                        }
                     }
-                }
-                fence_proxy_async();
-                named_barrier(1 + half, 128);
-                if (t == 0) {
-                    // RS: chunk j is rows 64 * (j / 2) of the tile by columns 32 * (j % 2) of our 64
-                    if constexpr (RS)
-                        tma_store_2d(tmC, buf, n0 + 32 * (j % 2), m0 + 64 * (j / 2));
-                    else
-                        tma_store_2d(tmC, buf, n0 + j * C_COLS, m0);
-                    bulk_commit();
+                    fence_proxy_async();
+                    named_barrier(1 + half, 128);
+                    if (t == 0) {
+                        // RS: chunk j is rows 64 * (j / 2) of the tile by columns 32 * (j % 2) of our 64
+                        if constexpr (RS)
+                            tma_store_2d(tmC, buf, n0 + 32 * (j % 2), mr + 64 * (j / 2));
+                        else
+                            tma_store_2d(tmC, buf, n0 + j * C_COLS, mr);
+                        bulk_commit();
+                    }
                 }
             }
         }

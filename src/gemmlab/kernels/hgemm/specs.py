@@ -140,14 +140,30 @@ register(WMMA, MMA_SYNC)
 # say; the constraints mirror them.
 # ================================================================================================
 
-BM = 128
+BM = 128  # rungs 3-4; rungs 5-6 take their rows from tile_rows(v)
 ALIGN_SLACK = 1024  # the kernels align their tiles to 1024 bytes inside dynamic shared memory
-C_STAGING = 4 * 64 * 128  # rungs 5-6: 2 consumers x 2 buffers of 64 x 32 fp32
+C_STAGING = 2 * 64 * 128  # rungs 5-6: 2 buffers of 64 x 32 fp32 per consumer warpgroup
+
+
+def tile_rows(v) -> int:
+    """BM of rungs 3-6: 128, or a persistent rung's BM parameter (64 or 128)."""
+    return v.get("BM", BM)
+
+
+def consumers(v) -> int:
+    """Consumer warpgroups of rungs 4-6: two (each 64 rows of a 128-row tile), or a persistent
+    rung's CONSUMERS parameter (1: one warpgroup computes every 64-row block of the tile)."""
+    return v.get("CONSUMERS", 2)
+
+
+def persistent_threads(v) -> int:
+    """A producer warpgroup and the consumer warpgroups."""
+    return 128 * (1 + consumers(v))
 
 
 def stage_bytes(v) -> int:
-    """One pipeline stage: a 128 x 128-byte A tile and a BN x 128-byte B tile."""
-    return BM * 128 + v["BN"] * 128
+    """One pipeline stage: a BM x 128-byte A tile and a BN x 128-byte B tile."""
+    return tile_rows(v) * 128 + v["BN"] * 128
 
 
 def pipeline_smem(v) -> int:
@@ -155,7 +171,7 @@ def pipeline_smem(v) -> int:
 
 
 def persistent_smem(v) -> int:
-    return pipeline_smem(v) + C_STAGING
+    return pipeline_smem(v) + consumers(v) * C_STAGING
 
 
 def _stage_constraints(smem) -> tuple[Constraint, ...]:
@@ -192,7 +208,7 @@ def tf32_rs(tf32: bool, v) -> bool:
 def cta_tile(v, rs: bool) -> tuple[int, int]:
     """(rows, columns) of C one CTA of a persistent rung computes: BM x BN, or BN x BM for tf32's
     transposed product (`rs`: the wgmma's N runs along M there)."""
-    return (v["BN"], BM) if rs else (BM, v["BN"])
+    return (v["BN"], BM) if rs else (tile_rows(v), v["BN"])
 
 
 def cluster_tiles(p: GemmProblem, v) -> int:
@@ -254,7 +270,7 @@ def persistent_schedule(p: GemmProblem, v) -> tuple[int, int]:
     if splits == 1:
         splits = _tail_splits(v, tiles, ktiles)
         whole = tiles - tiles % cluster_slots(cluster_size(v)) if splits > 1 else tiles
-    slot_floats = (tiles - whole) * cluster_size(v) * BM * v["BN"]
+    slot_floats = (tiles - whole) * cluster_size(v) * tile_rows(v) * v["BN"]
     splits = max(1, min(splits, ktiles, SPLITK_WORKSPACE_CAP // max(1, slot_floats)))
     return (tiles, 1) if splits == 1 else (whole, splits)
 
@@ -285,7 +301,7 @@ def persistent_workspace(p: GemmProblem, v) -> int:
     """Floats of workspace for split-K (0 when the tiles are whole): the flags, then a BM x BN
     fp32 partial per sliced CTA tile and slice (persistent.cuh)."""
     sliced, splits = _sliced_cta_tiles(p, v)
-    return _flag_floats(sliced) + sliced * splits * BM * v["BN"]
+    return _flag_floats(sliced) + sliced * splits * tile_rows(v) * v["BN"]
 
 
 def persistent_static_smem(v) -> int:
@@ -299,7 +315,8 @@ def persistent_launch(p: GemmProblem, v) -> Launch:
     cs = cluster_size(v)
     whole, splits = persistent_schedule(p, v)
     clusters = min(whole + (cluster_tiles(p, v) - whole) * splits, cluster_slots(cs))
-    return Launch(grid=(clusters * cs, 1, 1), block=(384, 1, 1), shmem=persistent_smem(v), cluster=(cs, 1, 1))
+    return Launch(grid=(clusters * cs, 1, 1), block=(persistent_threads(v), 1, 1), shmem=persistent_smem(v),
+                  cluster=(cs, 1, 1))
 
 
 def b_kmajor(spec: KernelSpec, v) -> bool:
@@ -443,20 +460,45 @@ def _persistent_constraints() -> tuple[Constraint, ...]:
     ) + _stage_constraints(persistent_smem)
 
 
+def _consumer_params() -> tuple[Param, ...]:
+    # Rung 5 only (rung 6's transposed product keeps two consumers of 64 columns). A lone consumer
+    # is cuBLAS's own choice at 1024^3 (its 128x64 kernel issues both 64-row blocks of the tile
+    # from one warpgroup, two accumulator sets); 64-row tiles double the tiles of a problem again
+    # with one wgmma of the full BN a K step (docs/tensor-cores.md, session 11).
+    return (
+        Param("BM", 128, (64, 128), "block tile rows: two 64-row wgmma blocks, or one"),
+        Param("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 (64 rows each) or 1 (every 64-row block of the tile)"),
+    )
+
+
+def _consumer_constraints() -> tuple[Constraint, ...]:
+    return (
+        Constraint("BM must be 64 or 128", lambda v: v["BM"] in (64, 128)),
+        Constraint("CONSUMERS must be 1 or 2", lambda v: v["CONSUMERS"] in (1, 2)),
+        Constraint("a 64-row tile (BM = 64) has one consumer warpgroup (CONSUMERS = 1)",
+                   lambda v: v["BM"] == 128 or v["CONSUMERS"] == 1),
+        Constraint("one consumer of a 128-row tile holds both blocks' accumulators: BN <= 128",
+                   lambda v: v["BM"] == 64 or v["CONSUMERS"] == 2 or v["BN"] <= 128),
+        Constraint("an M-major A (A_MNMAJOR = 1) shared along N (CN = 2) needs BM = 128 (a 64-column box per CTA)",
+                   lambda v: not (v["A_MNMAJOR"] and v["CN"] == 2 and v["BM"] == 64)),
+    )
+
+
 PERSISTENT = KernelSpec(
     name="persistent", op="hgemm", rung=5, title="persistent + clusters + TMA multicast + TMA store",
     idea="one CTA per SM loops over tiles in grouped order; clusters share B (along M) and A (along N) by TMA multicast; "
          "C leaves through swizzled shared memory by TMA stores; any shape; A and B as given or transposed "
          "(nt, tn, tt: read in place)",
     source="hgemm/05_persistent_cluster.cu", entry="gemmlab::hgemm_persistent",
-    params=_persistent_params((dtype_param(), b_kmajor_param(), out16_param(), a_mnmajor_param()), cm=2),
+    params=_persistent_params((dtype_param(), b_kmajor_param(), out16_param(), a_mnmajor_param()), cm=2)
+    + _consumer_params(),
     constraints=(dtype_constraint(),
                  b_kmajor_constraint(),
                  Constraint("OUT16 must be 0 (fp32 C) or 1 (C in the input type)", lambda v: v["OUT16"] in (0, 1)),
                  Constraint("A_MNMAJOR must be 0 (A is MxK) or 1 (A given as KxM)", lambda v: v["A_MNMAJOR"] in (0, 1)))
-    + _persistent_constraints(),
-    threads=lambda v: 384, smem_bytes=persistent_static_smem,
-    block_tile=lambda v: (BM, v["BN"]),
+    + _persistent_constraints() + _consumer_constraints(),
+    threads=persistent_threads, smem_bytes=persistent_static_smem,
+    block_tile=lambda v: (tile_rows(v), v["BN"]),
     geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn", "out16"),
 )
 
@@ -468,7 +510,7 @@ TF32_WGMMA = KernelSpec(
     source="hgemm/06_tf32_wgmma.cu", entry="gemmlab::hgemm_tf32_wgmma",
     params=_persistent_params((b_kmajor_param(),), cm=1),
     constraints=(b_kmajor_constraint(),) + _persistent_constraints(),
-    threads=lambda v: 384, smem_bytes=persistent_static_smem,
+    threads=persistent_threads, smem_bytes=persistent_static_smem,
     block_tile=lambda v: cta_tile(v, tf32_rs(True, v)),
     geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=("tf32",),
     tags=("tma", "tma_store", "pads", "persistent", "layout_nt"),
