@@ -11,7 +11,9 @@
 # machine; GPU_CHECK_CPU=1 adds them here); it no longer fits a 10-minute device call (575 s for
 # 85% of it on an H200, session 10), so "tests-hgemm" (tests/gpu/test_hgemm_*.py) and
 # "tests-other" (the rest) run its two halves, each within one. Likewise "sanitizer" (six of its
-# eight runs took 560 s on an H100) splits into "sanitizer-memcheck" and "sanitizer-racecheck".
+# eight runs took 560 s on an H100) splits into "sanitizer-memcheck" and "sanitizer-racecheck", and
+# racecheck (570 s on an H100, session 11) again into "sanitizer-racecheck-hgemm" (the tensor-core
+# rungs' sweep) and "sanitizer-racecheck-other" (sgemm, bgemm, reduce).
 # "sanitizer" is compute-sanitizer memcheck and
 # racecheck over every op (tests/gpu/test_sanitizer.py), "api" is `gemmlab bench --api all`
 # (the entry points as a program calls them, against torch and CuPy). The tests part repeats the
@@ -56,11 +58,22 @@ fi
 
 if [[ " $parts " == *" sanitizer"* ]]; then
 echo "== sanitizer" | tee -a "$out/summary.txt"
-only=()  # one tool: the two together no longer fit a 10-minute device call (session 10, H100)
-if [[ " $parts " == *" sanitizer-memcheck "* && " $parts " != *" sanitizer-racecheck "* ]]; then
-    only=(-k memcheck)
-elif [[ " $parts " == *" sanitizer-racecheck "* && " $parts " != *" sanitizer-memcheck "* ]]; then
-    only=(-k racecheck)
+# the runs the parts name (test ids: tool-op); plain "sanitizer" runs them all. One tool no longer
+# fits a 10-minute device call with the other (session 10, H100), nor racecheck whole (session 11)
+only=() keys=() all=0
+for part in $parts; do
+    case $part in
+        sanitizer) all=1 ;;
+        sanitizer-memcheck) keys+=("memcheck") ;;
+        sanitizer-racecheck) keys+=("racecheck") ;;
+        sanitizer-racecheck-hgemm) keys+=("(racecheck and hgemm)") ;;
+        sanitizer-racecheck-other) keys+=("(racecheck and not hgemm)") ;;
+    esac
+done
+if [[ $all == 0 && ${#keys[@]} -gt 0 ]]; then
+    expr="${keys[0]}"
+    for k in "${keys[@]:1}"; do expr="$expr or $k"; done
+    only=(-k "$expr")
 fi
 (cd "$root" && "$py" -m pytest tests/gpu/test_sanitizer.py "${only[@]}" -q -rs -p no:cacheprovider 2>&1) \
     | tee "$out/sanitizer.log" || status=1
