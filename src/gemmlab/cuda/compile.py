@@ -52,7 +52,9 @@ class CompiledKernel:
     def kernel(self):
         """The loaded cuda.core Kernel (needs a current device)."""
         if self._kernel is None:
-            from cuda.core import ObjectCode
+            from .core_import import cuda_core
+
+            ObjectCode = cuda_core().ObjectCode
 
             # cuda.core wants the mangled name as bytes, as NVRTC returned it
             obj = ObjectCode.from_cubin(self.cubin, symbol_mapping={self.name_expression: self.mangled.encode()})
@@ -208,7 +210,9 @@ def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, ar
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a torn or stale entry: recompile and overwrite it
 
-    from cuda.core import Program, ProgramOptions
+    from .core_import import cuda_core
+
+    Program, ProgramOptions = cuda_core().Program, cuda_core().ProgramOptions
 
     log = io.StringIO()
     start = time.perf_counter()

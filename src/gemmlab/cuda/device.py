@@ -39,7 +39,9 @@ def _probe_driver() -> None:
 def device(index: int = 0):
     """The cuda.core Device, made current (CuPy and PyTorch share its primary context)."""
     _probe_driver()
-    from cuda.core import Device
+    from .core_import import cuda_core
+
+    Device = cuda_core().Device
 
     try:
         dev = Device(index)
@@ -107,7 +109,9 @@ def cupy_stream(handle: int):
 
 def wrap_stream(handle: int):
     """A cuda.core Stream over a stream someone else owns (CuPy's, PyTorch's)."""
-    from cuda.core import Stream
+    from .core_import import cuda_core
+
+    Stream = cuda_core().Stream
 
     if hasattr(Stream, "from_handle"):
         return Stream.from_handle(int(handle))

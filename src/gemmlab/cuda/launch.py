@@ -36,7 +36,9 @@ def allow_dynamic_smem(ck: CompiledKernel, nbytes: int) -> None:
 
 def launch_kernel(ck: CompiledKernel, geometry: Launch, stream, *args) -> None:
     """Enqueue one launch; args already typed (np.int32/np.float32 scalars, int pointers)."""
-    from cuda.core import LaunchConfig, launch
+    from .core_import import cuda_core
+
+    LaunchConfig, launch = cuda_core().LaunchConfig, cuda_core().launch
 
     if max(geometry.grid[1], geometry.grid[2]) > 65535:
         raise LaunchError(f"{ck.spec.name}: grid {geometry.grid} exceeds 65535 in y or z for this shape")

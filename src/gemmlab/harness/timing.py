@@ -93,9 +93,10 @@ class Timer:
 
     def _enqueue_hold(self, ns: int) -> None:
         import numpy as np
-        from cuda.core import LaunchConfig, launch
+        from ..cuda.core_import import cuda_core
 
-        launch(self.stream, LaunchConfig(grid=1, block=1), self._hold, np.uint64(ns))
+        core = cuda_core()
+        core.launch(self.stream, core.LaunchConfig(grid=1, block=1), self._hold, np.uint64(ns))
 
     def _enqueue_flush(self) -> None:
         from cuda.bindings import driver
@@ -105,9 +106,9 @@ class Timer:
             raise RuntimeError(f"L2 flush memset failed: {err.name}")
 
     def _record(self):
-        from cuda.core import EventOptions
+        from ..cuda.core_import import cuda_core
 
-        return self.stream.record(options=EventOptions(timing_enabled=True))
+        return self.stream.record(options=cuda_core().EventOptions(timing_enabled=True))
 
     def _sample_events(self, enqueue: Callable[[], None], batch: int):
         self._enqueue_hold(self._hold_ns)

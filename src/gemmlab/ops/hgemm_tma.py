@@ -28,9 +28,9 @@ _MAX_MAPS = 64
 
 def _tma_enum(name: str):
     """A tensor-map enum of cuda.core (its module path differs between cuda.core builds)."""
-    import cuda.core
+    from ..cuda.core_import import cuda_core
 
-    return getattr(sys.modules[cuda.core.TensorMapDescriptor.__module__], name)
+    return getattr(sys.modules[cuda_core().TensorMapDescriptor.__module__], name)
 
 
 SWIZZLES = {0: "NONE", 32: "SWIZZLE_32B", 64: "SWIZZLE_64B", 128: "SWIZZLE_128B"}  # by span in bytes
