@@ -52,28 +52,21 @@ def main(argv: list[str]) -> int:
             if dtype not in (impl.dtypes or ("fp16", "bf16")):
                 continue
             outs = ("fp32",) if dtype == "tf32" else ("fp32", dtype)
-            problems = [p for layout in ("nn", "nt", "tn", "tt") for out in outs
-                        for p in sweep_problems(dtype, ANY_SHAPES + ALIGNED_SHAPES, layout=layout, out=out)
-                        if not refusal(impl, p)]
-            runs = [(problems, None)]
+
+            def sweep(shapes, layouts=("nn",)):  # every layout x C type of `shapes` this kernel takes
+                return [p for layout in layouts for out in outs
+                        for p in sweep_problems(dtype, shapes, layout=layout, out=out) if not refusal(impl, p)]
+
+            runs = [(sweep(ANY_SHAPES + ALIGNED_SHAPES, ("nn", "nt", "tn", "tt")), None)]
             if "persistent" in impl.tags:
-                runs.append(([p for layout in ("nn", "tt") for out in outs
-                              for p in sweep_problems(dtype, SPLITK_SHAPES, layout=layout, out=out)
-                              if not refusal(impl, p)], {impl.name: {"SPLITK": 3}}))
-                runs.append(([p for out in outs for p in sweep_problems(dtype, TAIL_SHAPES, out=out)
-                              if not refusal(impl, p)], {impl.name: TAIL_PARAMS}))
-                runs.append(([p for layout in ("nn", "tt") for out in outs
-                              for p in sweep_problems(dtype, ANY_SHAPES + SPLITK_SHAPES, layout=layout, out=out)
-                              if not refusal(impl, p)], {impl.name: BN64_PARAMS}))
-                runs += [([p for layout in ("nn", "tt") for out in outs
-                           for p in sweep_problems(dtype, ANY_SHAPES + SPLITK_SHAPES, layout=layout, out=out)
-                           if not refusal(impl, p)], {impl.name: params}) for params in CLUSTER_PARAMS]
+                runs += [(sweep(SPLITK_SHAPES, ("nn", "tt")), {impl.name: {"SPLITK": 3}}),
+                         (sweep(TAIL_SHAPES), {impl.name: TAIL_PARAMS}),
+                         (sweep(ANY_SHAPES + SPLITK_SHAPES, ("nn", "tt")), {impl.name: BN64_PARAMS})]
+                runs += [(sweep(ANY_SHAPES + SPLITK_SHAPES, ("nn", "tt")), {impl.name: params}) for params in CLUSTER_PARAMS]
             if impl.name == "persistent":
-                runs += [([p for layout in layouts for out in outs
-                           for p in sweep_problems(dtype, SPLITK_SHAPES, layout=layout, out=out)
-                           if not refusal(impl, p)], {impl.name: params}) for params, layouts in ONE_CONSUMER_PARAMS]
-            for sweep, params in runs:
-                for r in verify_sweep([impl], sweep, params, host_data=True):
+                runs += [(sweep(SPLITK_SHAPES, layouts), {impl.name: params}) for params, layouts in ONE_CONSUMER_PARAMS]
+            for problems, params in runs:
+                for r in verify_sweep([impl], problems, params, host_data=True):
                     p = r.problem
                     print(f"{r.impl:10s} {dtype} {p.layout} C {p.out_dtype} {p.shape:14s} a={p.alpha:g} b={p.beta:g}"
                           f"{' ' + str(params[impl.name]) if params else ''} {r.status} {r.reason}", flush=True)

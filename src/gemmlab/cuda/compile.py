@@ -212,7 +212,8 @@ def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, ar
 
     from .core_import import cuda_core
 
-    Program, ProgramOptions = cuda_core().Program, cuda_core().ProgramOptions
+    core = cuda_core()
+    Program, ProgramOptions = core.Program, core.ProgramOptions
 
     log = io.StringIO()
     start = time.perf_counter()

@@ -38,7 +38,8 @@ def launch_kernel(ck: CompiledKernel, geometry: Launch, stream, *args) -> None:
     """Enqueue one launch; args already typed (np.int32/np.float32 scalars, int pointers)."""
     from .core_import import cuda_core
 
-    LaunchConfig, launch = cuda_core().LaunchConfig, cuda_core().launch
+    core = cuda_core()
+    LaunchConfig, launch = core.LaunchConfig, core.launch
 
     if max(geometry.grid[1], geometry.grid[2]) > 65535:
         raise LaunchError(f"{ck.spec.name}: grid {geometry.grid} exceeds 65535 in y or z for this shape")
