@@ -252,7 +252,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         }
         fence_barrier_init();
     }
-    cluster_sync();  // barriers initialised in every CTA before any peer multicasts into them
+    // barriers initialised in every CTA before any peer multicasts into them or arrives on them
+    if constexpr (CS > 1)
+        cluster_sync_after_init();
+    else
+        __syncthreads();
 
     if (wg == 0) {  // producer: one thread issues every copy
         setmaxnreg_dec<40>();
@@ -306,6 +310,13 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     }
                 }
             }
+            // No CTA may leave while a peer can still arrive on its barriers: wait for the release
+            // of each stage's last fill, which every consumer warp of the cluster signals here.
+            // After it no peer touches this CTA's shared memory (its multicasts into us were
+            // all awaited by our consumers). CUTLASS's producer tail; it replaces a closing cluster
+            // barrier, whose release arrival cost a GPU-wide memory barrier in every thread.
+            if constexpr (CS > 1)
+                for (int j = it > STAGES ? it - STAGES : 0; j < it; ++j) mbar_wait(&empty[j % STAGES], (j / STAGES) & 1);
         }
     } else {  // consumers: warpgroup 1 rows 0..63 of the CTA's tile, warpgroup 2 rows 64..127 (RS: columns);
               // a lone consumer (CONSUMERS = 1) every 64-row block of it, acc[mb] for block mb
@@ -521,7 +532,6 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         }
         if (t == 0) bulk_wait_all();
     }
-    cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
 }
 
 }  // namespace hop
