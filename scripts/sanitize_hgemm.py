@@ -16,7 +16,8 @@ tiles in slices), a fourth with 128x64 tiles (BN = 64) split in two, and a fifth
 N (A multicast: 1x2 clusters of 128x64 tiles, 2x2 clusters, and 1x2 clusters of 128x192 tiles) or
 sharing B unevenly (2x1 clusters of 128x192 and of 128x64 tiles); rung 5 a sixth with one consumer
 warpgroup (128x64 tiles in 2x2 clusters with split-K, 64x128 tiles with split-K, 64x64 tiles in
-1x2 clusters with the tail split).
+1x2 clusters with the tail split); rung 6 in layout tn (B transposed inside the CTA) a sixth and a
+seventh, with split-K and in 2x2 clusters.
 Exits 1 if any result is wrong.
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ TAIL_PARAMS = {"BN": 128, "CM": 1, "TAILK": 3}
 BN64_PARAMS = {"BN": 64, "CM": 1, "SPLITK": 2}  # 128x64 tiles, split in two
 CLUSTER_PARAMS = ({"BN": 64, "CM": 1, "CN": 2}, {"BN": 128, "CM": 2, "CN": 2, "SPLITK": 2},
                     {"BN": 192, "CM": 1, "CN": 2, "TAILK": 2}, {"BN": 192, "CM": 2}, {"BN": 64, "CM": 2, "SPLITK": 2})
+TN_CLUSTER_PARAMS = {"BN": 64, "CM": 2, "CN": 2, "STAGES": 6, "SPLITK": 2}  # tf32 tn, both multicasts
 # rung 5 with one consumer warpgroup (both 64-row blocks of 128-row tiles, or 64-row tiles), with
 # the layouts each takes (an M-major A shared along N needs 128-row tiles)
 ONE_CONSUMER_PARAMS = (({"BM": 128, "CONSUMERS": 1, "BN": 64, "CM": 2, "CN": 2, "SPLITK": 2}, ("nn", "tt")),
@@ -63,6 +65,9 @@ def main(argv: list[str]) -> int:
                          (sweep(TAIL_SHAPES), {impl.name: TAIL_PARAMS}),
                          (sweep(ANY_SHAPES + SPLITK_SHAPES, ("nn", "tt")), {impl.name: BN64_PARAMS})]
                 runs += [(sweep(ANY_SHAPES + SPLITK_SHAPES, ("nn", "tt")), {impl.name: params}) for params in CLUSTER_PARAMS]
+            if impl.name == "tf32_wgmma":  # layout tn: B transposed inside the CTA, with K slices and clusters
+                runs += [(sweep(SPLITK_SHAPES, ("tn",)), {impl.name: {"SPLITK": 3}}),
+                         (sweep(ANY_SHAPES + SPLITK_SHAPES, ("tn",)), {impl.name: TN_CLUSTER_PARAMS})]
             if impl.name == "persistent":
                 runs += [(sweep(SPLITK_SHAPES, layouts), {impl.name: params}) for params, layouts in ONE_CONSUMER_PARAMS]
             for problems, params in runs:

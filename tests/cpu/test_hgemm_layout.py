@@ -53,8 +53,9 @@ def test_b_kmajor_is_set_by_the_problem_not_tuned():
     assert OP.fixed_params(PERSISTENT, "fp16", "tn") == {"DTYPE": 0, "B_KMAJOR": 0, "OUT16": 0, "A_MNMAJOR": 1}
     assert OP.fixed_params(PERSISTENT, "bf16", "tt", "bf16") == {"DTYPE": 1, "B_KMAJOR": 1, "OUT16": 1,
                                                                  "A_MNMAJOR": 1}
-    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32", "nt") == {"B_KMAJOR": 1}
-    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32") == {"B_KMAJOR": 0}
+    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32", "nt") == {"B_KMAJOR": 1, "A_MNMAJOR": 0}
+    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32") == {"B_KMAJOR": 0, "A_MNMAJOR": 0}
+    assert OP.fixed_params(registry.get("tf32_wgmma", "hgemm"), "tf32", "tn") == {"B_KMAJOR": 0, "A_MNMAJOR": 1}
     assert OP.fixed_params(registry.get("mma_sync", "hgemm"), "bf16", "nt") == {"DTYPE": 1}
 
 
@@ -83,6 +84,66 @@ def test_tf32_reads_a_kxn_b_in_place_through_the_transposed_product():
     # 4096 x 1000: 16 x 8 tiles of 256 x 128 (nn) against 32 x 4 of 128 x 256 (nt)
     assert cluster_tiles(GemmProblem(4096, 1000, 64, dtype="tf32"), {**v, "BN": 256}) == 16 * 8
     assert cluster_tiles(GemmProblem(4096, 1000, 64, dtype="tf32", layout="nt"), {**nt, "BN": 256}) == 32 * 4
+
+
+def test_tf32_reads_a_kxm_a_through_registers():
+    """Rung 6 with A_MNMAJOR = 1 (tn, tt): the plain product (128 x BN tiles), A in 32 x 32
+    M-major chunks; in tn B lands N-major and is copied K-major a stage beside it, so the stage
+    grows by BN x 128 bytes and the tile by one mbarrier a stage, and tn takes BN <= 192 with a
+    default of its own where rung 6's (BN = 256) does not fit."""
+    from gemmlab.kernels.hgemm.specs import layout_defaults, tf32_smem, tf32_static_smem, transposes_b
+
+    tf32 = registry.get("tf32_wgmma", "hgemm")
+    tt = {**tf32.defaults, "A_MNMAJOR": 1, "B_KMAJOR": 1, "BN": 192}
+    tn = {**tt, "B_KMAJOR": 0, "STAGES": 3}
+    assert tf32.block_tile(tt) == (128, 192) == tf32.block_tile(tn)
+    assert tma_boxes(tf32, tt) == {"A": (32, 32), "B": (192, 32), "C": (64, 32)}
+    assert tma_boxes(tf32, tn) == {"A": (32, 32), "B": (32, 32), "C": (64, 32)}
+    assert transposes_b(True, tn) and not transposes_b(True, tt) and not transposes_b(False, tn)
+    assert tf32_smem(tn) - tf32_smem({**tt, "STAGES": 3}) == 3 * 192 * 128, "a K-major copy of B a stage"
+    assert tf32_static_smem(tn) == 96 and tf32_static_smem({**tn, "B_KMAJOR": 1}) == 64, "tready: an mbarrier a stage"
+    assert "layout tn (B transposed in shared memory) needs BN <= 192" in tf32.failed_constraints(
+        {**tn, "BN": 256, "STAGES": 2})
+    assert tf32.failed_constraints({**tn, "BN": 256, "STAGES": 4, "B_KMAJOR": 1}) == [], "tt keeps rung 6's default"
+    assert layout_defaults("tf32", "tn") == {"BN": 128} and layout_defaults("tf32", "tt") == {}
+    assert layout_defaults("bf16", "tn") == {}
+    # the runner takes tn's default only where the kernel's own breaks a constraint
+    assert OP.layout_defaults(tf32, "tf32", "tn") == {"BN": 128}
+    assert OP.layout_defaults(tf32, "tf32", "tt") == {} and OP.layout_defaults(tf32, "tf32", "nn") == {}
+    narrow = tf32.variant("tf32_bn64", "t", "i", BN=64, STAGES=6)
+    assert OP.layout_defaults(narrow, "tf32", "tn") == {}, "a variant whose defaults fit keeps them"
+
+
+# (BN 192 in a 1x2 cluster spills 8 bytes, as rung 6's nn build does in 2x1 and 1x2 clusters)
+@pytest.mark.parametrize("params", [{}, {"BN": 64, "STAGES": 6, "CM": 2, "CN": 2}, {"BN": 192, "STAGES": 3},
+                                    {"BN": 128, "CM": 2}, {"BN": 128, "CN": 2, "STAGES": 3}], ids=str)
+@pytest.mark.parametrize("layout", ["tn", "tt"])
+def test_tf32_tn_tt_compile_for_sm_90a_without_spills(layout, params):
+    tf32 = registry.get("tf32_wgmma", "hgemm")
+    values = {**OP.layout_defaults(tf32, "tf32", layout), **params, **OP.fixed_params(tf32, "tf32", layout)}
+    ck = cc.compile_kernel(tf32, values, arch="sm_90")
+    r = ck.resources
+    b_flag = int(layout == "tt")
+    assert ck.name_expression.startswith(f"gemmlab::hgemm_tf32_wgmma<{b_flag}, 1, ")
+    assert r.registers > 0 and r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+    assert r.smem_static == tf32.smem_bytes(ck.params)
+
+
+def test_sass_feeds_a_kxm_tf32_a_from_registers():
+    """tn and tt: every wgmma takes A from registers (RSA), none reads it from shared memory."""
+    from gemmlab.profile.sass import disassemble, find_tool
+
+    if find_tool() is None:
+        pytest.skip("no cuobjdump or nvdisasm here (pip install nvidia-cuda-cuobjdump)")
+    tf32 = registry.get("tf32_wgmma", "hgemm")
+    for layout in ("tn", "tt"):
+        values = {**OP.layout_defaults(tf32, "tf32", layout), **OP.fixed_params(tf32, "tf32", layout)}
+        hgmma = [line for line in disassemble(cc.compile_kernel(tf32, values, arch="sm_90").cubin).splitlines()
+                 if "HGMMA" in line]
+        assert hgmma and all(".TF32 R" in line and "gdesc" in line and ", R" in line.split("gdesc")[0]
+                             for line in hgmma), hgmma[:2]
+        assert sum(1 for line in hgmma if "gdesc[UR" in line and line.split("HGMMA")[1].split(",")[1].strip()
+                   .startswith("gdesc")) == 0, "no shared-memory A"
 
 
 def test_the_tma_rule_for_an_in_place_nxk_b():
@@ -116,10 +177,10 @@ def test_which_implementations_take_a_transposed_a(layout):
     assert takers == {"persistent", "cublas", "torch"}, "any shape: M % 8 != 0 is padded, not refused"
     for name in ("wmma", "mma_sync", "tma_wgmma", "warp_specialized"):
         assert refusal(registry.get(name, "hgemm"), p) == (
-            f"{name} reads A as a row-major MxK array only; layout {layout} (A given as KxM) runs on persistent or "
-            "the baselines")
-    tf32 = GemmProblem(64, 64, 64, dtype="tf32", layout=layout)
-    assert "reads A as a row-major MxK array only" in refusal(registry.get("tf32_wgmma", "hgemm"), tf32)
+            f"{name} reads A as a row-major MxK array only; layout {layout} (A given as KxM) runs on persistent, "
+            "tf32_wgmma or the baselines")
+    tf32 = GemmProblem(13, 64, 5, dtype="tf32", layout=layout)
+    assert refusal(registry.get("tf32_wgmma", "hgemm"), tf32) == "", "tf32 reads a KxM A in place too, any shape"
 
 
 def test_problems_labels_rows_and_runner_keys():

@@ -1,6 +1,6 @@
 """Layouts tn and tt on the GPU: A given as its transpose, a KxM row-major array (A.T views), with B
 as KxN (tn) or given as NxK (tt). Read in place by rung 5 built with A_MNMAJOR = 1 (M-major TMA
-boxes, wgmma's A transpose bit) and by the baselines (cuBLAS with CUBLAS_OP_T on A, torch.mm of
+boxes, wgmma's A transpose bit; rung 6's tf32 in test_hgemm_tf32_tn_tt.py) and by the baselines (cuBLAS with CUBLAS_OP_T on A, torch.mm of
 transposed views).
 
 Every result is checked against the fp64 product of the same rounded inputs, A taken as At.T,
@@ -22,18 +22,20 @@ from .hgemm_sweeps import assert_all_pass, hopper, skip_unavailable
 
 TN = [i for i in registry.all_impls("hgemm") if i.kind == "baseline" or "layout_tn" in i.tags]
 HALF = ("fp16", "bf16")
+TN_HALF = [i for i in TN if not i.dtypes or set(HALF) <= set(i.dtypes)]  # tf32_wgmma: test_hgemm_tf32_tn_tt.py
 LAYOUTS = ("tn", "tt")
 LARGE = ((1024, 1024, 1024), (1032, 2048, 4096), (1000, 3000, 2000), (1031, 517, 1027))
 OTHER_PARAMS = [{"CM": 1}, {"BN": 128, "STAGES": 6, "CM": 2, "GROUP_M": 1}, {"BN": 128, "CM": 1, "GROUP_M": 16}]
 
 
 def test_the_layout_tn_implementations():
-    assert {i.name for i in TN} == {"persistent", "cublas", "torch"}
+    assert {i.name for i in TN} == {"persistent", "tf32_wgmma", "cublas", "torch"}
+    assert {i.name for i in TN_HALF} == {"persistent", "cublas", "torch"}
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("impl", TN, ids=lambda i: i.name)
+@pytest.mark.parametrize("impl", TN_HALF, ids=lambda i: i.name)
 def test_sweep_tn(impl, dtype, layout):
     skip_unavailable(impl)
     problems = hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES, layout=layout)
@@ -43,7 +45,7 @@ def test_sweep_tn(impl, dtype, layout):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("impl", TN, ids=lambda i: i.name)
+@pytest.mark.parametrize("impl", TN_HALF, ids=lambda i: i.name)
 def test_large_tn_with_both_c_types(impl, dtype, layout):
     skip_unavailable(impl)
     problems = [p for out in ("fp32", dtype) for p in hv.sweep_problems(dtype, LARGE, layout=layout, out=out)]

@@ -48,7 +48,8 @@ class HgemmRunner(PreparedImpl):
 
     def __init__(self, impl: Any, params: Mapping[str, int] | None = None, dtype: str = "fp16",
                  arch: str | None = None, layout: str = "nn", out_dtype: str = "fp32"):
-        params = {**(params or {}), **OP.fixed_params(impl, dtype, layout, out_dtype)}
+        params = {**OP.layout_defaults(impl, dtype, layout), **(params or {}),
+                  **OP.fixed_params(impl, dtype, layout, out_dtype)}
         super().__init__(impl, params, arch)
         self.dtype, self.layout, self.out_dtype = dtype, layout, out_dtype
 
@@ -204,6 +205,17 @@ class HgemmOp(GemmOp):
         if "OUT16" in names:
             fixed["OUT16"] = int(out_dtype != "fp32")
         return fixed
+
+    def layout_defaults(self, impl, dtype: str, layout: str = "nn") -> dict[str, int]:
+        """Defaults a layout needs in place of the kernel's own, where those break a constraint in
+        that layout (specs.layout_defaults); a user's or a table's parameters still win, and a
+        variant whose own defaults fit keeps them."""
+        if getattr(impl, "kind", None) != "kernel":
+            return {}
+        own = {**impl.defaults, **self.fixed_params(impl, dtype, layout)}
+        if not impl.failed_constraints(own):
+            return {}
+        return {k: v for k, v in _kernels.layout_defaults(dtype, layout).items() if k in own}
 
     def prepare(self, impl, params, dtype):
         return HgemmRunner(impl, params, dtype)

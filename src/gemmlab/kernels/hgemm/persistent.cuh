@@ -153,6 +153,14 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //      so A sits M-major in shared memory, as a KxN B sits N-major, and wgmma reads it with its
 //      A transpose bit (16-bit only). Each half is BK * 128 bytes, the same 8 KB as the K-major
 //      half, so the stage layout and the consumers' offsets do not change.
+//      tf32 ("RSA"): no transpose bit, but wgmma's A operand may come from registers. A's boxes
+//      are BK K rows x 32 M columns (one 128-byte row), two per consumer, and each consumer loads
+//      its fragments from them as RS loads B's (the fragment rows a fixed order of its 64 rows, which
+//      the epilogue undoes). B must then be K-major in shared memory: given as NxK (tt)
+//      it is; given as KxN (tn: "TRANSB") it lands N-major, and warps 1-3 of the producer
+//      warpgroup copy each stage's B tile, transposed, into a K-major buffer behind it (`tready`
+//      tells the consumers it is there). That copy is shared-memory traffic (2 x BN x 128 bytes a
+//      stage) where a K-major tf32 GEMM has none; it replaces a timed transpose of a whole operand.
 // CM x CN: the cluster, CM CTAs along M by CN along N (rank = rm + CM * rn), which computes a
 //   (CM * TM) x (CN * TN) cluster tile (TM x TN: 128 x BN, or BN x 128 for RS). CTAs of one CTA row
 //   (same rm) need the same A rows: with CN = 2 each loads one half of them (64 rows; BN / 2 for
@@ -179,7 +187,9 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr bool TF32 = KIND == 2;
     constexpr bool KMAJOR = B_KMAJOR != 0;
     constexpr bool A_MN = A_MNMAJOR != 0;
-    constexpr bool RS = TF32 && !KMAJOR;        // tf32 with a KxN B: the transposed product, B through registers
+    constexpr bool RS = TF32 && !KMAJOR && !A_MN;  // tf32, A MxK and B KxN: the transposed product, B through registers
+    constexpr bool RSA = TF32 && A_MN;             // tf32 with a KxM A (tn, tt): A through registers
+    constexpr bool TRANSB = RSA && !KMAJOR;        // ... and a KxN B (tn): B transposed in shared memory
     constexpr int EB = TF32 ? 4 : 2;            // bytes per input element
     constexpr int BK = 128 / EB;                // a K tile is one 128-byte swizzled row
     constexpr int KSTEP = 32 / EB;              // wgmma K: 16 (16-bit) or 8 (tf32), 32 bytes
@@ -187,9 +197,12 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     // 64-row blocks of the tile (one wgmma M each; RS: 64-column blocks), and how many of them
     // each consumer warpgroup computes: one (two consumers split a 128-row tile) or all
     constexpr int RB = BM / 64, MB = RB / CONSUMERS;
-    constexpr int A_BYTES = TM * 128, B_BYTES = TN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-    constexpr int CHUNK_COLS = 128 / EB;        // N-major B: chunks of one 128-byte row of columns
+    constexpr int CHUNK_COLS = 128 / EB;        // N-major B, M-major A: chunks of one 128-byte row of columns
     constexpr int B_CHUNK = BK * 128, B_CHUNKS = TN / CHUNK_COLS;  // ... by BK rows each
+    constexpr int A_CHUNKS = TM / CHUNK_COLS;   // an M-major A's chunks (16-bit: one per 64-row block)
+    // a stage: A, B as TMA lands them (TMA_BYTES), then for TRANSB B's K-major copy
+    constexpr int A_BYTES = TM * 128, B_BYTES = TN * 128, TMA_BYTES = A_BYTES + B_BYTES;
+    constexpr int STAGE_BYTES = TMA_BYTES + (TRANSB ? B_BYTES : 0);
     constexpr int A_HALF = 64 * 128;            // one consumer's A: 64 rows x one K tile, or BK rows x 64 columns
     constexpr int A_PART = TM / CN;             // A rows one CTA loads (CN = 2: the rest come from its row peer)
     constexpr int B_PART = BN / CM;             // B rows one CTA loads (K-major B; an N-major B goes by chunks)
@@ -200,16 +213,15 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(RB % CONSUMERS == 0, "every consumer computes whole 64-row blocks");
     static_assert(MB * BN / 2 <= 128, "at most 128 fp32 accumulators a consumer thread");
-    static_assert(!RS || (BM == 128 && CONSUMERS == 2), "tf32's transposed product: two consumers of 64 columns");
-    static_assert(!A_MNMAJOR || CN == 1 || TM == 128, "an M-major A shared along N: one 64-column box per CTA");
+    static_assert(!(RS || RSA) || (BM == 128 && CONSUMERS == 2), "tf32 through registers: two consumers of 64");
+    static_assert(!A_MN || A_CHUNKS % CN == 0, "an M-major A shared along N: whole chunks per CTA");
     static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is 64, 128, 192 or 256 (one wgmma per K step)");
     static_assert(CM == 1 || CM == 2, "clusters of 1 or 2 CTAs along M");
     static_assert(CN == 1 || CN == 2, "clusters of 1 or 2 CTAs along N (CN = 2: each loads one half of A's rows)");
     constexpr int CS = CM * CN;  // CTAs per cluster
     static_assert(B_KMAJOR == 0 || B_KMAJOR == 1, "B_KMAJOR is 0 (B is KxN) or 1 (B given as NxK)");
     static_assert(A_MNMAJOR == 0 || A_MNMAJOR == 1, "A_MNMAJOR is 0 (A is MxK) or 1 (A given as KxM)");
-    static_assert(!A_MN || !TF32, "tf32 A must be K-major: wgmma has no transpose for 32-bit types");
-    static_assert(!A_MN || BK * 128 == A_HALF, "an M-major half (BK rows of 128 bytes) fills a K-major one's space");
+    static_assert(A_CHUNKS * B_CHUNK == A_BYTES, "M-major chunks fill a K-major A's space");
     static_assert(A_PART % 8 == 0, "an A share is whole 8-row swizzle atoms");
     static_assert(!KMAJOR || B_PART % 8 == 0, "a K-major B share is whole 8-row swizzle atoms");
     static_assert(STAGES >= 2, "a pipeline needs at least two stages");
@@ -217,6 +229,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
 
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    __shared__ __align__(8) unsigned long long tready[TRANSB ? STAGES : 1];  // TRANSB: B's K-major copy is in
     // split-K: whether each consumer warpgroup arrived last on its half-tile (16 bytes: the specs count them)
     __shared__ __align__(16) int last_of[4];
     unsigned char* smem = smem_raw + ((1024 - (hg::smem_u32(smem_raw) & 1023)) & 1023);
@@ -249,6 +262,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], CONSUMER_WARPS * CS);  // every consumer warp of every CTA of the cluster
+            if constexpr (TRANSB) mbar_init(&tready[s], 3);  // the three transposing warps
         }
         fence_barrier_init();
     }
@@ -259,7 +273,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         __syncthreads();
 
     if (wg == 0) {  // producer: one thread issues every copy
-        setmaxnreg_dec<40>();
+        // TRANSB: the transposing warps hold a 4 x 4 block and the unit walk, more than 40 registers
+        // (ptxas spilled ~50 words there); the consumers give up 8 each for it. RSA without it: the
+        // producer needs fewer than 24, and at BN = 256 the consumers (128 accumulators, two fragment
+        // sets) spilled a word at 232
+        setmaxnreg_dec<TRANSB ? 56 : (RSA ? 24 : 40)>();
         if (t == 0) {
             // multicast masks: A to the CTAs of this CTA's row (same rm), B to those of its column
             unsigned short mask_a = 0;
@@ -277,16 +295,20 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     if (it >= STAGES) mbar_wait(&empty[s], (it / STAGES - 1) & 1);
                     unsigned char* as = smem + s * STAGE_BYTES;
                     unsigned char* bs = as + A_BYTES;
-                    mbar_expect_tx(&full[s], STAGE_BYTES);  // all of A and B: ours and the peers'
-                    if constexpr (CN > 1) {  // our half of A's rows, to the CTAs of our row (an A_PART-row box)
-                        if constexpr (A_MN)
-                            tma_load_2d_multicast(as + rn * A_HALF, tmA, &full[s], m0 + 64 * rn, k * BK, mask_a);
-                        else
-                            tma_load_2d_multicast(as + rn * A_PART * 128, tmA, &full[s], k * BK, m0 + A_PART * rn,
-                                                  mask_a);
-                    } else if constexpr (A_MN) {  // BK x 64 boxes of the KxM array, one per 64-row block
+                    mbar_expect_tx(&full[s], TMA_BYTES);  // all of A and B: ours and the peers'
+                    if constexpr (A_MN) {  // BK x CHUNK_COLS boxes of the KxM array; with CN = 2, chunk c
+                                           // from the CTA of rank c % CN in our row, to the whole row
 #pragma unroll
-                        for (int r = 0; r < RB; ++r) tma_load_2d(as + r * A_HALF, tmA, &full[s], m0 + 64 * r, k * BK);
+                        for (int j = 0; j < A_CHUNKS / CN; ++j) {
+                            const int c = CN > 1 ? rn + CN * j : j;
+                            if constexpr (CN > 1)
+                                tma_load_2d_multicast(as + c * B_CHUNK, tmA, &full[s], m0 + CHUNK_COLS * c, k * BK,
+                                                      mask_a);
+                            else
+                                tma_load_2d(as + c * B_CHUNK, tmA, &full[s], m0 + CHUNK_COLS * c, k * BK);
+                        }
+                    } else if constexpr (CN > 1) {  // our half of A's rows, to the CTAs of our row (an A_PART-row box)
+                        tma_load_2d_multicast(as + rn * A_PART * 128, tmA, &full[s], k * BK, m0 + A_PART * rn, mask_a);
                     } else {
                         tma_load_2d(as, tmA, &full[s], k * BK, m0);
                     }
@@ -317,10 +339,56 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             // barrier, whose release arrival cost a GPU-wide memory barrier in every thread.
             if constexpr (CS > 1)
                 for (int j = it > STAGES ? it - STAGES : 0; j < it; ++j) mbar_wait(&empty[j % STAGES], (j / STAGES) & 1);
+        } else if (TRANSB && t >= 32) {
+            // Warps 1-3 copy each stage's N-major B tile (BK rows of k x TN columns of n, in 32-column
+            // chunks) transposed into the K-major buffer behind it: TN rows of n x one 128-byte K row,
+            // swizzled as TMA would have written an NxK B. A thread moves a 4 x 4 block (k 4a.., n 4b..)
+            // with four 16-byte loads and four 16-byte stores. The 8 lanes of a quarter warp (one
+            // shared-memory phase of 16-byte accesses) take b % 8 = q, a = (q + d) % 8: the 16-byte
+            // units they load, q ^ (4a + r) % 8, and store, a ^ (4b + j) % 8, are 8 different ones
+            // each time, so neither side has a bank conflict.
+            const int lane = t % 32, q = lane % 8, p = lane / 8;
+            constexpr int GROUPS = TN / 32;  // 8-block groups of b
+            int it = 0;
+            for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
+                 tile += clusters) {
+                int m0, n0, k0, k1;
+                locate(tile, slice, m0, n0, k0, k1);
+                for (int k = k0; k < k1; ++k, ++it) {
+                    const int s = it % STAGES;
+                    mbar_wait(&full[s], (it / STAGES) & 1);
+                    const unsigned char* src = smem + s * STAGE_BYTES + A_BYTES;
+                    unsigned char* dst = smem + s * STAGE_BYTES + TMA_BYTES;
+                    // blocks c = 4 * step + p: 2 * TN of them, 32 a step
+                    for (int step = t / 32 - 1; step < TN / 16; step += 3) {
+                        const int c = 4 * step + p, b = q + 8 * (c % GROUPS), a = (q + c / GROUPS) % 8;
+                        const unsigned char* cs = src + (b / 8) * B_CHUNK;
+                        float4 v[4];
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) {
+                            const int kr = 4 * a + r;
+                            v[r] = *reinterpret_cast<const float4*>(cs + kr * 128 + ((q ^ (kr & 7)) << 4));
+                        }
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            const int n = 4 * b + j;
+                            const float* w0 = &v[0].x;
+                            const float* w1 = &v[1].x;
+                            const float* w2 = &v[2].x;
+                            const float* w3 = &v[3].x;
+                            *reinterpret_cast<float4*>(dst + n * 128 + ((a ^ (n & 7)) << 4)) =
+                                make_float4(w0[j], w1[j], w2[j], w3[j]);
+                        }
+                    }
+                    fence_proxy_async();  // our stores, seen by wgmma (the async proxy)
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive(&tready[s]);
+                }
+            }
         }
     } else {  // consumers: warpgroup 1 rows 0..63 of the CTA's tile, warpgroup 2 rows 64..127 (RS: columns);
               // a lone consumer (CONSUMERS = 1) every 64-row block of it, acc[mb] for block mb
-        setmaxnreg_inc<232>();
+        setmaxnreg_inc<TRANSB ? 224 : (RSA ? 240 : 232)>();
         const int half = wg - 1;
         unsigned char* my_cbuf = cbuf + half * 2 * C_BUF;
         auto release = [&](int s) {  // this warp no longer reads stage s, in any CTA it came to
@@ -342,13 +410,18 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         int it = 0;
         // RS: wgmma's A fragment (rows g + 16w and g + 8 + 16w, K columns c and c + 4 of each 8-wide K
         // step; g = lane / 4, c = lane % 4, w the warp) is read from B's N-major chunks. Fragment row
-        // g + 16w is column 8w + g of this warpgroup's first 32-column chunk, row g + 8 + 16w the same
-        // column of its second - any order of the columns multiplies alike, and this one has every
-        // warp write every staged C chunk (epilogue). frag_lo / frag_hi: the byte offsets of K rows c
-        // and c + 4 of that column in a chunk (a 128-byte swizzled row per K; rows c and c + 4 keep
-        // their swizzle phase in every K step, which is 8 rows).
+        // g + 16w is column fcol = 16 (g / 4) + 4w + g % 4 of this warpgroup's first 32-column chunk,
+        // row g + 8 + 16w the same column of its second. Any order of the columns multiplies alike;
+        // this one puts a warp's 32 loads in 32 different banks. (8w + g, the first order tried, gave
+        // lanes g and g + 4 the same 16-byte unit in rows c and c ^ 1: every load twice, ncu counted
+        // one conflict per load.) frag_lo / frag_hi: the byte offsets of K rows c and c + 4 of that
+        // column in a chunk (a 128-byte swizzled row per K; rows c and c + 4 keep their swizzle phase
+        // in every K step, which is 8 rows).
+        // RSA reads A's M-major chunks the same way: fragment row g + 16w is row fcol of the first
+        // 32-row chunk, g + 8 + 16w the same row of the second; the epilogue writes them there.
         // (Zero, unused, for the other modes: their code is as it was without RS.)
-        const int fcol = RS ? 8 * (t / 32) + (t % 32) / 4 : 0, fk = RS ? t % 4 : 0;
+        const int g4 = (t % 32) / 4;
+        const int fcol = (RS || RSA) ? 16 * (g4 / 4) + 4 * (t / 32) + g4 % 4 : 0, fk = (RS || RSA) ? t % 4 : 0;
         const unsigned frag_lo = fk * 128 + ((((fcol >> 2) ^ fk)) << 4) + (fcol & 3) * 4;
         const unsigned frag_hi = (fk + 4) * 128 + ((((fcol >> 2) ^ (fk + 4))) << 4) + (fcol & 3) * 4;
         // C chunks stored so far: the staging buffer alternates with every chunk across tiles, so
@@ -364,18 +437,23 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             else
                 m0 += 64 * MB * half;  // this consumer's first 64-row block
             const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
-            if constexpr (RS) {
+            if constexpr (RS || RSA) {
                 constexpr int KSTEPS = BK / KSTEP;
                 // Two fragment sets, one per stage in turn: one stage's wgmmas may still be reading theirs
                 // (wgmma_wait<1>) while the next stage's are loaded into the other
                 unsigned frag_x[KSTEPS][4] = {}, frag_y[KSTEPS][4] = {};
-                // One RS stage: B's fragments into `fr`, then a wgmma per K step; `prev` (the last stage's set)
-                // is kept live until its wgmmas are known done, so the compiler reuses none of its registers
+                // One stage: the register operand's fragments into `fr`, then a wgmma per K step; `prev`
+                // (the last stage's set) is kept live until its wgmmas are known done, so the compiler
+                // reuses none of its registers
                 auto rs_stage = [&](int k, unsigned (&fr)[KSTEPS][4], unsigned (&prev)[KSTEPS][4]) {
                     const int s = it % STAGES;
                     mbar_wait(&full[s], (it / STAGES) & 1);
-                    const unsigned char* as = smem + s * STAGE_BYTES;  // A's TM rows, K-major: wgmma's B
-                    const unsigned char* bs = as + A_BYTES + 2 * half * B_CHUNK;  // our two 32-column chunks of B
+                    if constexpr (TRANSB) mbar_wait(&tready[s], (it / STAGES) & 1);
+                    const unsigned char* st = smem + s * STAGE_BYTES;
+                    // RS: our two 32-column chunks of B, and A's TM rows K-major as wgmma's B; RSA: our two
+                    // 32-row chunks of A, and B's TN rows K-major (TMA's, or the transposed copy)
+                    const unsigned char* bs = RS ? st + A_BYTES + 2 * half * B_CHUNK : st + 2 * half * B_CHUNK;
+                    const unsigned char* as = RS ? st : st + A_BYTES + (TRANSB ? B_BYTES : 0);
 #pragma unroll
                     for (int kk = 0; kk < KSTEPS; ++kk) {
                         const unsigned char* kb = bs + kk * KSTEP * 128;
@@ -492,7 +570,9 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                             // keeps 16 loads in flight, as for fp32, and no spill.
                             if (OUT16 && q == C_COLS / 8) asm volatile("" ::: "memory");
                             const int i = j * (C_COLS / 2) + 2 * q;  // accumulator pair in column chunk j
-                            const int r = acc_row(t, i), c = acc_col(t, i) - j * C_COLS;
+                            // RSA: wgmma's row g + 16w (+ 8) is the consumer's row fcol (+ 32), see frag_lo
+                            const int r = RSA ? fcol + 32 * ((i / 2) % 2) : acc_row(t, i);
+                            const int c = acc_col(t, i) - j * C_COLS;
                             float v0 = alpha * ac[i], v1 = alpha * ac[i + 1];
                             if (beta != 0.0f) {  // C read only here: beta == 0 never touches it
                                 const int gr = mr + r, gc = n0 + j * C_COLS + c;

@@ -170,8 +170,15 @@ def pipeline_smem(v) -> int:
     return v["STAGES"] * stage_bytes(v) + ALIGN_SLACK
 
 
-def persistent_smem(v) -> int:
-    return pipeline_smem(v) + consumers(v) * C_STAGING
+def persistent_smem(v, tf32: bool = False) -> int:
+    """Dynamic shared memory of rungs 5-6: the stages, the C staging buffers, and for tf32's
+    layout tn a K-major copy of each stage's B tile (transposes_b)."""
+    copy = v["STAGES"] * v["BN"] * 128 if transposes_b(tf32, v) else 0
+    return pipeline_smem(v) + consumers(v) * C_STAGING + copy
+
+
+def tf32_smem(v) -> int:
+    return persistent_smem(v, tf32=True)
 
 
 def _stage_constraints(smem) -> tuple[Constraint, ...]:
@@ -201,8 +208,16 @@ def cluster_slots(cs: int) -> int:
 
 def tf32_rs(tf32: bool, v) -> bool:
     """Whether rung 6 computes the transposed product, B from registers (persistent.cuh "RS"): tf32
-    with a row-major KxN B (B_KMAJOR = 0), which wgmma cannot read N-major from shared memory."""
-    return tf32 and not v.get("B_KMAJOR", 0)
+    with a row-major MxK A and KxN B (layout nn), B being what wgmma cannot read N-major from shared
+    memory. With A given as KxM (tn, tt) A goes through registers instead, in the plain product."""
+    return tf32 and not v.get("B_KMAJOR", 0) and not v.get("A_MNMAJOR", 0)
+
+
+def transposes_b(tf32: bool, v) -> bool:
+    """Whether rung 6 copies each stage's B tile transposed in shared memory (persistent.cuh
+    "TRANSB"): layout tn, where A (KxM) goes through registers and B (KxN) lands N-major, which
+    tf32 wgmma cannot read from shared memory."""
+    return tf32 and bool(v.get("A_MNMAJOR", 0)) and not v.get("B_KMAJOR", 0)
 
 
 def cta_tile(v, rs: bool) -> tuple[int, int]:
@@ -309,14 +324,29 @@ def persistent_static_smem(v) -> int:
     return 16 * v["STAGES"] + 16
 
 
+def layout_defaults(dtype: str, layout: str) -> dict[str, int]:
+    """Parameters whose kernel default does not fit a layout, and what runs instead unless they are
+    given: tf32 in layout tn stages a K-major copy of B beside B (transposes_b), so rung 6's default
+    128 x 256 tile would leave shared memory for 2 stages; 128 x 128 keeps 4."""
+    return {"BN": 128} if dtype == "tf32" and layout == "tn" else {}
+
+
+def tf32_static_smem(v) -> int:
+    """Rung 6's: rung 5's, and in layout tn a `tready` mbarrier a stage (B's K-major copy is in),
+    the three arrays together padded to 16 bytes for the split-K words behind them."""
+    if not transposes_b(True, v):
+        return persistent_static_smem(v)
+    return cdiv(24 * v["STAGES"], 16) * 16 + 16
+
+
 def persistent_launch(p: GemmProblem, v) -> Launch:
     """One CTA per SM (in clusters of CM x CN, one-dimensional: rank = rm + CM * rn), never more
     clusters than work units (whole cluster tiles, plus the sliced ones times their K slices)."""
     cs = cluster_size(v)
     whole, splits = persistent_schedule(p, v)
     clusters = min(whole + (cluster_tiles(p, v) - whole) * splits, cluster_slots(cs))
-    return Launch(grid=(clusters * cs, 1, 1), block=(persistent_threads(v), 1, 1), shmem=persistent_smem(v),
-                  cluster=(cs, 1, 1))
+    return Launch(grid=(clusters * cs, 1, 1), block=(persistent_threads(v), 1, 1),
+                  shmem=persistent_smem(v, p.dtype == "tf32"), cluster=(cs, 1, 1))
 
 
 def b_kmajor(spec: KernelSpec, v) -> bool:
@@ -328,13 +358,13 @@ def b_kmajor(spec: KernelSpec, v) -> bool:
 def tma_boxes(spec: KernelSpec, v) -> dict[str, tuple[int, int]]:
     """(rows, columns) of each operand's TMA box: A the CTA tile's rows x one K tile (half of them
     with CN = 2: each CTA of a cluster row loads one half); A^T (KxM, read M-major: A_MNMAJOR) one
-    K tile x 64, one box per 64-row half; B (KxN, read N-major) chunks of one K tile x 128 bytes
+    K tile x 128 bytes (64 16-bit, one box per 64-row half; 32 tf32); B (KxN, read N-major) chunks of one K tile x 128 bytes
     (64 x 64 16-bit, 32 x 32 tf32); B^T (NxK, read K-major: B_KMAJOR) BN/CM rows x one K tile; C
     64 x 32 staged chunks (rungs 5-6; 64 x 64 for a 16-bit C)."""
     tf32 = "tf32" in spec.dtypes
     k_tile = 32 if tf32 else 64
     rows = cta_tile(v, tf32_rs(tf32, v))[0]
-    boxes = {"A": (k_tile, 64) if v.get("A_MNMAJOR", 0) else (rows // v.get("CN", 1), k_tile),
+    boxes = {"A": (k_tile, 128 // (4 if tf32 else 2)) if v.get("A_MNMAJOR", 0) else (rows // v.get("CN", 1), k_tile),
              "B": (v["BN"] // v.get("CM", 1), k_tile) if b_kmajor(spec, v) else (k_tile, 128 // (4 if tf32 else 2))}
     if "tma_store" in spec.tags:  # 64 rows x 128 bytes: 32 fp32 columns, or 64 of a 16-bit C (OUT16)
         boxes["C"] = (64, 64) if v.get("OUT16", 0) else (64, 32)
@@ -398,8 +428,12 @@ def b_kmajor_constraint() -> Constraint:
 
 
 def a_mnmajor_param() -> Param:
-    """Rung 5's A layout flag: set from the problem's layout (nn/nt: 0, tn/tt: 1), never tuned."""
+    """Rungs 5-6's A layout flag: set from the problem's layout (nn/nt: 0, tn/tt: 1), never tuned."""
     return Param("A_MNMAJOR", 0, (), "A layout, set from the problem (0: MxK row-major, 1: given as KxM, tn/tt)")
+
+
+def a_mnmajor_constraint() -> Constraint:
+    return Constraint("A_MNMAJOR must be 0 (A is MxK) or 1 (A given as KxM)", lambda v: v["A_MNMAJOR"] in (0, 1))
 
 
 def mnmajor_a_rule(p: GemmProblem) -> str:
@@ -449,7 +483,7 @@ def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
     )
 
 
-def _persistent_constraints() -> tuple[Constraint, ...]:
+def _persistent_constraints(smem=persistent_smem) -> tuple[Constraint, ...]:
     return (
         Constraint("BN must be 64, 128, 192 or 256", lambda v: v["BN"] in (64, 128, 192, 256)),
         Constraint("CM must be 1 or 2", lambda v: v["CM"] in (1, 2)),
@@ -457,7 +491,7 @@ def _persistent_constraints() -> tuple[Constraint, ...]:
         Constraint("GROUP_M must be >= 1", lambda v: v["GROUP_M"] >= 1),
         Constraint("SPLITK must be 0 (automatic) to 16", lambda v: 0 <= v["SPLITK"] <= 16),
         Constraint("TAILK must be 0 (automatic) to 16", lambda v: 0 <= v["TAILK"] <= 16),
-    ) + _stage_constraints(persistent_smem)
+    ) + _stage_constraints(smem)
 
 
 def _consumer_params() -> tuple[Param, ...]:
@@ -495,7 +529,7 @@ PERSISTENT = KernelSpec(
     constraints=(dtype_constraint(),
                  b_kmajor_constraint(),
                  Constraint("OUT16 must be 0 (fp32 C) or 1 (C in the input type)", lambda v: v["OUT16"] in (0, 1)),
-                 Constraint("A_MNMAJOR must be 0 (A is MxK) or 1 (A given as KxM)", lambda v: v["A_MNMAJOR"] in (0, 1)))
+                 a_mnmajor_constraint())
     + _persistent_constraints() + _consumer_constraints(),
     threads=persistent_threads, smem_bytes=persistent_static_smem,
     block_tile=lambda v: (tile_rows(v), v["BN"]),
@@ -506,14 +540,21 @@ TF32_WGMMA = KernelSpec(
     name="tf32_wgmma", op="hgemm", rung=6, title="tf32 wgmma for fp32 inputs (lower precision)",
     idea="fp32 A and B multiplied as tf32 (10-bit mantissa) by wgmma.m64nNk8 in rung 5's pipeline; "
          "a KxN B is read in place through registers (the transposed product, BN x 128 tiles), a "
-         "B given as NxK K-major; compare with cuBLAS TF32",
+         "B given as NxK K-major, an A given as KxM through registers (B, if KxN, transposed in "
+         "shared memory); compare with cuBLAS TF32",
     source="hgemm/06_tf32_wgmma.cu", entry="gemmlab::hgemm_tf32_wgmma",
-    params=_persistent_params((b_kmajor_param(),), cm=1),
-    constraints=(b_kmajor_constraint(),) + _persistent_constraints(),
-    threads=persistent_threads, smem_bytes=persistent_static_smem,
+    params=_persistent_params((b_kmajor_param(), a_mnmajor_param()), cm=1),
+    constraints=(b_kmajor_constraint(),
+                 a_mnmajor_constraint(),
+                 # 256 columns: the consumers hold 128 accumulators and two fragment sets in the 224
+                 # registers they keep beside the transposing warps, and ptxas spills (2 stages fit anyway)
+                 Constraint("layout tn (B transposed in shared memory) needs BN <= 192",
+                            lambda v: not transposes_b(True, v) or v["BN"] <= 192))
+    + _persistent_constraints(tf32_smem),
+    threads=persistent_threads, smem_bytes=tf32_static_smem,
     block_tile=lambda v: cta_tile(v, tf32_rs(True, v)),
     geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=("tf32",),
-    tags=("tma", "tma_store", "pads", "persistent", "layout_nt"),
+    tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn"),
 )
 
 register(TMA_WGMMA, WARP_SPECIALIZED, PERSISTENT, TF32_WGMMA)
