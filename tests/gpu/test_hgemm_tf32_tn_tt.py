@@ -1,11 +1,12 @@
 """Rung 6 (tf32) with A given as its KxM transpose, read in place: A's M-major tile goes to wgmma
 through registers (persistent.cuh "RSA"); B given as NxK (tt) is read K-major as TMA lands it,
-B given as KxN (tn) is transposed into a K-major copy inside the CTA by the producer warpgroup's
-idle warps ("TRANSB"). Every tile width the layout allows and the cluster shapes (A multicast
-along N, B along M), odd shapes whose tiles hang over M and N (M % 4 != 0: A^T padded; N % 4 != 0:
-B and C padded), several tiles per CTA, alpha/beta both ways with C NaN-poisoned when beta == 0,
-split-K and the tail split, against the fp64 product of the fp32 inputs (A taken as At.T) within
-the tf32 bound; and no copy of A or B made, in the harness or through the API."""
+B given as KxN (tn) is transposed into a K-major copy inside the CTA by the consumer warpgroups
+while the last stage's wgmmas run ("TRANSB"). Every tile width the layout allows and the cluster
+shapes (A multicast along N, B along M), odd shapes whose tiles hang over M and N (M % 4 != 0: A^T
+padded; N % 4 != 0: B and C padded), several tiles per CTA, alpha/beta both ways with C
+NaN-poisoned when beta == 0, split-K and the tail split, against the fp64 product of the fp32
+inputs (A taken as At.T) within the tf32 bound; and no copy of A or B made, in the harness or
+through the API."""
 import numpy as np
 import pytest
 
@@ -17,7 +18,7 @@ from gemmlab.problem import GemmProblem
 from .hgemm_sweeps import assert_all_pass, skip_unavailable
 
 TF32 = registry.get("tf32_wgmma", "hgemm")
-# tn stages B twice (as landed and transposed), so its tiles are at most 192 wide (specs)
+# tn stages B twice (as landed and transposed), so its tiles are at most 128 wide (specs)
 CONFIGS = {
     "tt": {
         "default": {},
@@ -29,7 +30,7 @@ CONFIGS = {
     "tn": {
         "default": {},
         "bn64": {"BN": 64, "STAGES": 6},
-        "bn192": {"BN": 192, "STAGES": 3},
+        "bn128 1x2": {"BN": 128, "CN": 2, "STAGES": 3},
         "bn128 2x2": {"BN": 128, "CM": 2, "CN": 2, "STAGES": 4},
         "bn64 2x1": {"BN": 64, "CM": 2, "STAGES": 6},
     },
@@ -63,8 +64,8 @@ def test_tn_refuses_tiles_it_cannot_stage():
     from gemmlab.errors import ConstraintError
     from gemmlab.ops.hgemm import HgemmRunner
 
-    with pytest.raises(ConstraintError, match="BN <= 192"):
-        HgemmRunner(TF32, {"BN": 256, "STAGES": 2}, dtype="tf32", layout="tn")
+    with pytest.raises(ConstraintError, match="BN <= 128"):
+        HgemmRunner(TF32, {"BN": 192, "STAGES": 3}, dtype="tf32", layout="tn")
     assert HgemmRunner(TF32, {}, dtype="tf32", layout="tn").params["BN"] == 128, "tn's own default"
     assert HgemmRunner(TF32, {}, dtype="tf32", layout="tt").params["BN"] == TF32.defaults["BN"]
 

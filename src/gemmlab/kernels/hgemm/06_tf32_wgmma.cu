@@ -12,8 +12,8 @@
 //   instead, in the timed work: 126 us of ~460 at 4096^3.
 //   An A given transposed (KxM: layouts tn, tt; A_MNMAJOR = 1) is not K-major either. It goes
 //   through registers in the plain product, read from M-major boxes as B is above, and B must
-//   then be K-major in shared memory: given as NxK (tt) it is; given as KxN (tn) the idle warps of
-//   the producer warpgroup transpose each stage's B tile into a K-major buffer ("RSA",
+//   then be K-major in shared memory: given as NxK (tt) it is; given as KxN (tn) the consumers
+//   transpose each stage's B tile into a K-major buffer while the last stage's wgmmas run ("RSA",
 //   "TRANSB"). Every layout is read in place; none is copied.
 //   A K tile is 32 elements: the same 128-byte swizzled rows as rung 5.
 // Precision: LOWER than SGEMM. Each product carries a relative error up to ~2^-9 (both inputs

@@ -157,10 +157,10 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //      are BK K rows x 32 M columns (one 128-byte row), two per consumer, and each consumer loads
 //      its fragments from them as RS loads B's (the fragment rows a fixed order of its 64 rows, which
 //      the epilogue undoes). B must then be K-major in shared memory: given as NxK (tt)
-//      it is; given as KxN (tn: "TRANSB") it lands N-major, and warps 1-3 of the producer
-//      warpgroup copy each stage's B tile, transposed, into a K-major buffer behind it (`tready`
-//      tells the consumers it is there). That copy is shared-memory traffic (2 x BN x 128 bytes a
-//      stage) where a K-major tf32 GEMM has none; it replaces a timed transpose of a whole operand.
+//      it is; given as KxN (tn: "TRANSB") it lands N-major, and the consumers copy each stage's B
+//      tile, transposed, into a K-major buffer behind it, while the last stage's wgmmas run. That
+//      copy is shared-memory traffic (2 x BN x 128 bytes a stage) where a K-major tf32 GEMM has
+//      none; it replaces a timed transpose of a whole operand.
 // CM x CN: the cluster, CM CTAs along M by CN along N (rank = rm + CM * rn), which computes a
 //   (CM * TM) x (CN * TN) cluster tile (TM x TN: 128 x BN, or BN x 128 for RS). CTAs of one CTA row
 //   (same rm) need the same A rows: with CN = 2 each loads one half of them (64 rows; BN / 2 for
@@ -229,7 +229,6 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
 
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
-    __shared__ __align__(8) unsigned long long tready[TRANSB ? STAGES : 1];  // TRANSB: B's K-major copy is in
     // split-K: whether each consumer warpgroup arrived last on its half-tile (16 bytes: the specs count them)
     __shared__ __align__(16) int last_of[4];
     unsigned char* smem = smem_raw + ((1024 - (hg::smem_u32(smem_raw) & 1023)) & 1023);
@@ -262,7 +261,6 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], CONSUMER_WARPS * CS);  // every consumer warp of every CTA of the cluster
-            if constexpr (TRANSB) mbar_init(&tready[s], 3);  // the three transposing warps
         }
         fence_barrier_init();
     }
@@ -273,11 +271,9 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         __syncthreads();
 
     if (wg == 0) {  // producer: one thread issues every copy
-        // TRANSB: the transposing warps hold a 4 x 4 block and the unit walk, more than 40 registers
-        // (ptxas spilled ~50 words there); the consumers give up 8 each for it. RSA without it: the
-        // producer needs fewer than 24, and at BN = 256 the consumers (128 accumulators, two fragment
-        // sets) spilled a word at 232
-        setmaxnreg_dec<TRANSB ? 56 : (RSA ? 24 : 40)>();
+        // RSA: the producer needs fewer than 24, and at BN = 256 the consumers (128 accumulators, two
+        // fragment sets) spilled a word at 232
+        setmaxnreg_dec<RSA ? 24 : 40>();
         if (t == 0) {
             // multicast masks: A to the CTAs of this CTA's row (same rm), B to those of its column
             unsigned short mask_a = 0;
@@ -339,56 +335,10 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
             // barrier, whose release arrival cost a GPU-wide memory barrier in every thread.
             if constexpr (CS > 1)
                 for (int j = it > STAGES ? it - STAGES : 0; j < it; ++j) mbar_wait(&empty[j % STAGES], (j / STAGES) & 1);
-        } else if (TRANSB && t >= 32) {
-            // Warps 1-3 copy each stage's N-major B tile (BK rows of k x TN columns of n, in 32-column
-            // chunks) transposed into the K-major buffer behind it: TN rows of n x one 128-byte K row,
-            // swizzled as TMA would have written an NxK B. A thread moves a 4 x 4 block (k 4a.., n 4b..)
-            // with four 16-byte loads and four 16-byte stores. The 8 lanes of a quarter warp (one
-            // shared-memory phase of 16-byte accesses) take b % 8 = q, a = (q + d) % 8: the 16-byte
-            // units they load, q ^ (4a + r) % 8, and store, a ^ (4b + j) % 8, are 8 different ones
-            // each time, so neither side has a bank conflict.
-            const int lane = t % 32, q = lane % 8, p = lane / 8;
-            constexpr int GROUPS = TN / 32;  // 8-block groups of b
-            int it = 0;
-            for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
-                 tile += clusters) {
-                int m0, n0, k0, k1;
-                locate(tile, slice, m0, n0, k0, k1);
-                for (int k = k0; k < k1; ++k, ++it) {
-                    const int s = it % STAGES;
-                    mbar_wait(&full[s], (it / STAGES) & 1);
-                    const unsigned char* src = smem + s * STAGE_BYTES + A_BYTES;
-                    unsigned char* dst = smem + s * STAGE_BYTES + TMA_BYTES;
-                    // blocks c = 4 * step + p: 2 * TN of them, 32 a step
-                    for (int step = t / 32 - 1; step < TN / 16; step += 3) {
-                        const int c = 4 * step + p, b = q + 8 * (c % GROUPS), a = (q + c / GROUPS) % 8;
-                        const unsigned char* cs = src + (b / 8) * B_CHUNK;
-                        float4 v[4];
-#pragma unroll
-                        for (int r = 0; r < 4; ++r) {
-                            const int kr = 4 * a + r;
-                            v[r] = *reinterpret_cast<const float4*>(cs + kr * 128 + ((q ^ (kr & 7)) << 4));
-                        }
-#pragma unroll
-                        for (int j = 0; j < 4; ++j) {
-                            const int n = 4 * b + j;
-                            const float* w0 = &v[0].x;
-                            const float* w1 = &v[1].x;
-                            const float* w2 = &v[2].x;
-                            const float* w3 = &v[3].x;
-                            *reinterpret_cast<float4*>(dst + n * 128 + ((a ^ (n & 7)) << 4)) =
-                                make_float4(w0[j], w1[j], w2[j], w3[j]);
-                        }
-                    }
-                    fence_proxy_async();  // our stores, seen by wgmma (the async proxy)
-                    __syncwarp();
-                    if (lane == 0) mbar_arrive(&tready[s]);
-                }
-            }
         }
     } else {  // consumers: warpgroup 1 rows 0..63 of the CTA's tile, warpgroup 2 rows 64..127 (RS: columns);
               // a lone consumer (CONSUMERS = 1) every 64-row block of it, acc[mb] for block mb
-        setmaxnreg_inc<TRANSB ? 224 : (RSA ? 240 : 232)>();
+        setmaxnreg_inc<RSA ? 240 : 232>();
         const int half = wg - 1;
         unsigned char* my_cbuf = cbuf + half * 2 * C_BUF;
         auto release = [&](int s) {  // this warp no longer reads stage s, in any CTA it came to
@@ -442,13 +392,50 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 // Two fragment sets, one per stage in turn: one stage's wgmmas may still be reading theirs
                 // (wgmma_wait<1>) while the next stage's are loaded into the other
                 unsigned frag_x[KSTEPS][4] = {}, frag_y[KSTEPS][4] = {};
+                // TRANSB: the consumer warps copy a stage's N-major B tile (BK rows of k x TN columns of n,
+                // in 32-column chunks) transposed into the K-major buffer behind it: TN rows of n x one
+                // 128-byte K row, swizzled as TMA would have written an NxK B. A thread moves a 4 x 4 block
+                // (k 4a.., n 4b..) with four 16-byte loads and four 16-byte stores. The 8 lanes of a
+                // quarter warp (one shared-memory phase of 16-byte accesses) take b % 8 = q, a = (q + d) % 8:
+                // the 16-byte units they load, q ^ (4a + r) % 8, and store, a ^ (4b + j) % 8, are 8
+                // different ones each time, so neither side has a bank conflict (ncu: 4 wavefronts each).
+                auto transpose_b = [&](const unsigned char* src, unsigned char* dst) {
+                    const int lane = t % 32, q = lane % 8, p = lane / 8;
+                    constexpr int GROUPS = TN / 32;  // 8-block groups of b
+                    // blocks c = 4 * step + p: 2 * TN of them, 32 a step, a step per consumer warp in turn
+                    for (int step = 4 * half + t / 32; step < TN / 16; step += CONSUMER_WARPS) {
+                        const int c = 4 * step + p, b = q + 8 * (c % GROUPS), a = (q + c / GROUPS) % 8;
+                        const unsigned char* cs = src + (b / 8) * B_CHUNK;
+                        float4 v[4];
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) {
+                            const int kr = 4 * a + r;
+                            v[r] = *reinterpret_cast<const float4*>(cs + kr * 128 + ((q ^ (kr & 7)) << 4));
+                        }
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            const int n = 4 * b + j;
+                            const float* w0 = &v[0].x;
+                            const float* w1 = &v[1].x;
+                            const float* w2 = &v[2].x;
+                            const float* w3 = &v[3].x;
+                            *reinterpret_cast<float4*>(dst + n * 128 + ((a ^ (n & 7)) << 4)) =
+                                make_float4(w0[j], w1[j], w2[j], w3[j]);
+                        }
+                    }
+                };
                 // One stage: the register operand's fragments into `fr`, then a wgmma per K step; `prev`
                 // (the last stage's set) is kept live until its wgmmas are known done, so the compiler
                 // reuses none of its registers
                 auto rs_stage = [&](int k, unsigned (&fr)[KSTEPS][4], unsigned (&prev)[KSTEPS][4]) {
                     const int s = it % STAGES;
                     mbar_wait(&full[s], (it / STAGES) & 1);
-                    if constexpr (TRANSB) mbar_wait(&tready[s], (it / STAGES) & 1);
+                    if constexpr (TRANSB) {  // B's K-major copy, by both consumers while the last stage's
+                                             // wgmmas run; seen by this stage's (the async proxy) after the fence
+                        transpose_b(smem + s * STAGE_BYTES + A_BYTES, smem + s * STAGE_BYTES + TMA_BYTES);
+                        fence_proxy_async();
+                        named_barrier(3, 256);
+                    }
                     const unsigned char* st = smem + s * STAGE_BYTES;
                     // RS: our two 32-column chunks of B, and A's TM rows K-major as wgmma's B; RSA: our two
                     // 32-row chunks of A, and B's TN rows K-major (TMA's, or the transposed copy)

@@ -326,17 +326,10 @@ def persistent_static_smem(v) -> int:
 
 def layout_defaults(dtype: str, layout: str) -> dict[str, int]:
     """Parameters whose kernel default does not fit a layout, and what runs instead unless they are
-    given: tf32 in layout tn stages a K-major copy of B beside B (transposes_b), so rung 6's default
-    128 x 256 tile would leave shared memory for 2 stages; 128 x 128 keeps 4."""
+    given: tf32 in layout tn stages a K-major copy of B beside B (transposes_b) and its consumers
+    transpose it, so rung 6's default 128 x 256 tile is refused there (BN <= 128); 128 x 128 keeps
+    4 stages."""
     return {"BN": 128} if dtype == "tf32" and layout == "tn" else {}
-
-
-def tf32_static_smem(v) -> int:
-    """Rung 6's: rung 5's, and in layout tn a `tready` mbarrier a stage (B's K-major copy is in),
-    the three arrays together padded to 16 bytes for the split-K words behind them."""
-    if not transposes_b(True, v):
-        return persistent_static_smem(v)
-    return cdiv(24 * v["STAGES"], 16) * 16 + 16
 
 
 def persistent_launch(p: GemmProblem, v) -> Launch:
@@ -546,12 +539,12 @@ TF32_WGMMA = KernelSpec(
     params=_persistent_params((b_kmajor_param(), a_mnmajor_param()), cm=1),
     constraints=(b_kmajor_constraint(),
                  a_mnmajor_constraint(),
-                 # 256 columns: the consumers hold 128 accumulators and two fragment sets in the 224
-                 # registers they keep beside the transposing warps, and ptxas spills (2 stages fit anyway)
-                 Constraint("layout tn (B transposed in shared memory) needs BN <= 192",
-                            lambda v: not transposes_b(True, v) or v["BN"] <= 192))
+                 # wider: the consumers hold the accumulators, two fragment sets and the block they
+                 # transpose, and ptxas spills (at 192: 12 words; 256 would leave room for 2 stages)
+                 Constraint("layout tn (B transposed in shared memory) needs BN <= 128",
+                            lambda v: not transposes_b(True, v) or v["BN"] <= 128))
     + _persistent_constraints(tf32_smem),
-    threads=persistent_threads, smem_bytes=tf32_static_smem,
+    threads=persistent_threads, smem_bytes=persistent_static_smem,
     block_tile=lambda v: cta_tile(v, tf32_rs(True, v)),
     geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=("tf32",),
     tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn"),
