@@ -101,6 +101,12 @@ for dt in bf16 fp16; do
 done
 (cd "$work" && "$py" -m gemmlab.cli bench --op hgemm --dtype tf32 --impl all --sizes 4096,8192,4097,1000x3000x2000 \
     --db "$out/results.db" --markdown "$work/hgemm_tf32.md" 2>&1) | tee -a "$out/bench.log" || status=1
+# tf32 with A given as KxM (tt: B as NxK; tn: B as KxN, transposed inside the CTA), read in place
+for layout in tt tn; do
+    (cd "$work" && "$py" -m gemmlab.cli bench --op hgemm --dtype tf32 --layout "$layout" --impl tf32_wgmma,cublas \
+        --sizes 1024,4096,8192,1000x3000x2000 --db "$out/results.db" --markdown "$work/hgemm_tf32_$layout.md" 2>&1) \
+        | tee -a "$out/bench.log" || status=1
+done
 # issue 14: B given as NxK (x @ W.T, read in place) and C in the input type, against the same cuBLAS/torch calls
 for variant in "--layout nt" "--out-dtype bf16" "--layout nt --out-dtype bf16"; do
     tag=$(echo "$variant" | tr -d ' -')
