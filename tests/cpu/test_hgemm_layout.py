@@ -88,10 +88,10 @@ def test_tf32_reads_a_kxn_b_in_place_through_the_transposed_product():
 
 def test_tf32_reads_a_kxm_a_through_registers():
     """Rung 6 with A_MNMAJOR = 1 (tn, tt): the plain product (128 x BN tiles), A in 32 x 32
-    M-major chunks; in tn B lands N-major and is copied K-major a stage beside it, so the stage
-    grows by BN x 128 bytes, and tn takes BN <= 128 with a
+    M-major chunks; in tn B lands N-major and the consumers transpose it in place, holding the
+    blocks in registers, so tn takes BN <= 128 with a
     default of its own where rung 6's (BN = 256) does not fit."""
-    from gemmlab.kernels.hgemm.specs import layout_defaults, tf32_smem, transposes_b
+    from gemmlab.kernels.hgemm.specs import layout_defaults, persistent_smem, transposes_b
 
     tf32 = registry.get("tf32_wgmma", "hgemm")
     tt = {**tf32.defaults, "A_MNMAJOR": 1, "B_KMAJOR": 1, "BN": 192}
@@ -100,14 +100,14 @@ def test_tf32_reads_a_kxm_a_through_registers():
     assert tma_boxes(tf32, tt) == {"A": (32, 32), "B": (192, 32), "C": (64, 32)}
     assert tma_boxes(tf32, tn) == {"A": (32, 32), "B": (32, 32), "C": (64, 32)}
     assert transposes_b(True, tn) and not transposes_b(True, tt) and not transposes_b(False, tn)
-    assert tf32_smem(tn) - tf32_smem({**tt, "STAGES": 3}) == 3 * 192 * 128, "a K-major copy of B a stage"
+    assert persistent_smem(tn) == persistent_smem({**tt, "STAGES": 3}), "B is transposed in place"
     assert tf32.failed_constraints({**tn, "BN": 128, "STAGES": 4}) == []
     assert "layout tn (B transposed in shared memory) needs BN <= 128" in tf32.failed_constraints(tn)
     assert tf32.failed_constraints({**tn, "BN": 256, "STAGES": 4, "B_KMAJOR": 1}) == [], "tt keeps rung 6's default"
-    assert layout_defaults("tf32", "tn") == {"BN": 128} and layout_defaults("tf32", "tt") == {}
+    assert layout_defaults("tf32", "tn") == {"BN": 128, "STAGES": 6} and layout_defaults("tf32", "tt") == {}
     assert layout_defaults("bf16", "tn") == {}
     # the runner takes tn's default only where the kernel's own breaks a constraint
-    assert OP.layout_defaults(tf32, "tf32", "tn") == {"BN": 128}
+    assert OP.layout_defaults(tf32, "tf32", "tn") == {"BN": 128, "STAGES": 6}
     assert OP.layout_defaults(tf32, "tf32", "tt") == {} and OP.layout_defaults(tf32, "tf32", "nn") == {}
     narrow = tf32.variant("tf32_bn64", "t", "i", BN=64, STAGES=6)
     assert OP.layout_defaults(narrow, "tf32", "tn") == {}, "a variant whose defaults fit keeps them"

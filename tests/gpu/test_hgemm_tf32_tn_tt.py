@@ -1,7 +1,7 @@
 """Rung 6 (tf32) with A given as its KxM transpose, read in place: A's M-major tile goes to wgmma
 through registers (persistent.cuh "RSA"); B given as NxK (tt) is read K-major as TMA lands it,
-B given as KxN (tn) is transposed into a K-major copy inside the CTA by the consumer warpgroups
-while the last stage's wgmmas run ("TRANSB"). Every tile width the layout allows and the cluster
+B given as KxN (tn) is transposed in place inside the CTA by the consumer warpgroups while the
+last stage's wgmmas run ("TRANSB"). Every tile width the layout allows and the cluster
 shapes (A multicast along N, B along M), odd shapes whose tiles hang over M and N (M % 4 != 0: A^T
 padded; N % 4 != 0: B and C padded), several tiles per CTA, alpha/beta both ways with C
 NaN-poisoned when beta == 0, split-K and the tail split, against the fp64 product of the fp32
@@ -18,7 +18,7 @@ from gemmlab.problem import GemmProblem
 from .hgemm_sweeps import assert_all_pass, skip_unavailable
 
 TF32 = registry.get("tf32_wgmma", "hgemm")
-# tn stages B twice (as landed and transposed), so its tiles are at most 128 wide (specs)
+# tn's consumers hold the blocks of B they transpose, so its tiles are at most 128 wide (specs)
 CONFIGS = {
     "tt": {
         "default": {},
@@ -66,7 +66,8 @@ def test_tn_refuses_tiles_it_cannot_stage():
 
     with pytest.raises(ConstraintError, match="BN <= 128"):
         HgemmRunner(TF32, {"BN": 192, "STAGES": 3}, dtype="tf32", layout="tn")
-    assert HgemmRunner(TF32, {}, dtype="tf32", layout="tn").params["BN"] == 128, "tn's own default"
+    tn = HgemmRunner(TF32, {}, dtype="tf32", layout="tn").params
+    assert (tn["BN"], tn["STAGES"]) == (128, 6), "tn's own default"
     assert HgemmRunner(TF32, {}, dtype="tf32", layout="tt").params["BN"] == TF32.defaults["BN"]
 
 

@@ -157,10 +157,10 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //      are BK K rows x 32 M columns (one 128-byte row), two per consumer, and each consumer loads
 //      its fragments from them as RS loads B's (the fragment rows a fixed order of its 64 rows, which
 //      the epilogue undoes). B must then be K-major in shared memory: given as NxK (tt)
-//      it is; given as KxN (tn: "TRANSB") it lands N-major, and the consumers copy each stage's B
-//      tile, transposed, into a K-major buffer behind it, while the last stage's wgmmas run. That
-//      copy is shared-memory traffic (2 x BN x 128 bytes a stage) where a K-major tf32 GEMM has
-//      none; it replaces a timed transpose of a whole operand.
+//      it is; given as KxN (tn: "TRANSB") it lands N-major, and the consumers transpose each
+//      stage's B tile in place, while the last stage's wgmmas run. That is shared-memory traffic
+//      (2 x BN x 128 bytes a stage) where a K-major tf32 GEMM has none; it replaces a timed
+//      transpose of a whole operand.
 // CM x CN: the cluster, CM CTAs along M by CN along N (rank = rm + CM * rn), which computes a
 //   (CM * TM) x (CN * TN) cluster tile (TM x TN: 128 x BN, or BN x 128 for RS). CTAs of one CTA row
 //   (same rm) need the same A rows: with CN = 2 each loads one half of them (64 rows; BN / 2 for
@@ -200,9 +200,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr int CHUNK_COLS = 128 / EB;        // N-major B, M-major A: chunks of one 128-byte row of columns
     constexpr int B_CHUNK = BK * 128, B_CHUNKS = TN / CHUNK_COLS;  // ... by BK rows each
     constexpr int A_CHUNKS = TM / CHUNK_COLS;   // an M-major A's chunks (16-bit: one per 64-row block)
-    // a stage: A, B as TMA lands them (TMA_BYTES), then for TRANSB B's K-major copy
-    constexpr int A_BYTES = TM * 128, B_BYTES = TN * 128, TMA_BYTES = A_BYTES + B_BYTES;
-    constexpr int STAGE_BYTES = TMA_BYTES + (TRANSB ? B_BYTES : 0);
+    constexpr int A_BYTES = TM * 128, B_BYTES = TN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
     constexpr int A_HALF = 64 * 128;            // one consumer's A: 64 rows x one K tile, or BK rows x 64 columns
     constexpr int A_PART = TM / CN;             // A rows one CTA loads (CN = 2: the rest come from its row peer)
     constexpr int B_PART = BN / CM;             // B rows one CTA loads (K-major B; an N-major B goes by chunks)
@@ -291,7 +289,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     if (it >= STAGES) mbar_wait(&empty[s], (it / STAGES - 1) & 1);
                     unsigned char* as = smem + s * STAGE_BYTES;
                     unsigned char* bs = as + A_BYTES;
-                    mbar_expect_tx(&full[s], TMA_BYTES);  // all of A and B: ours and the peers'
+                    mbar_expect_tx(&full[s], STAGE_BYTES);  // all of A and B: ours and the peers'
                     if constexpr (A_MN) {  // BK x CHUNK_COLS boxes of the KxM array; with CN = 2, chunk c
                                            // from the CTA of rank c % CN in our row, to the whole row
 #pragma unroll
@@ -392,34 +390,46 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 // Two fragment sets, one per stage in turn: one stage's wgmmas may still be reading theirs
                 // (wgmma_wait<1>) while the next stage's are loaded into the other
                 unsigned frag_x[KSTEPS][4] = {}, frag_y[KSTEPS][4] = {};
-                // TRANSB: the consumer warps copy a stage's N-major B tile (BK rows of k x TN columns of n,
-                // in 32-column chunks) transposed into the K-major buffer behind it: TN rows of n x one
-                // 128-byte K row, swizzled as TMA would have written an NxK B. A thread moves a 4 x 4 block
-                // (k 4a.., n 4b..) with four 16-byte loads and four 16-byte stores. The 8 lanes of a
-                // quarter warp (one shared-memory phase of 16-byte accesses) take b % 8 = q, a = (q + d) % 8:
-                // the 16-byte units they load, q ^ (4a + r) % 8, and store, a ^ (4b + j) % 8, are 8
-                // different ones each time, so neither side has a bank conflict (ncu: 4 wavefronts each).
-                auto transpose_b = [&](const unsigned char* src, unsigned char* dst) {
-                    const int lane = t % 32, q = lane % 8, p = lane / 8;
+                // TRANSB: the consumer warps transpose a stage's N-major B tile (BK rows of k x TN columns
+                // of n, in 32-column chunks) in place into TN rows of n x one 128-byte K row, swizzled as
+                // TMA would have written an NxK B. A thread moves 4 x 4 blocks (k 4a.., n 4b..) with four
+                // 16-byte loads and four 16-byte stores each: it loads all of its blocks, both consumers
+                // meet (every block read), then it stores them. The 8 lanes of a quarter warp (one
+                // shared-memory phase of 16-byte accesses) take b % 8 = q, a = (q + d) % 8: the 16-byte
+                // units they load, q ^ (4a + r) % 8, and store, a ^ (4b + j) % 8, are 8 different ones
+                // each time, so neither side has a bank conflict (ncu: 4 wavefronts each).
+                auto transpose_b = [&](unsigned char* bs) {
+                    const int lane = t % 32, q = lane % 8, p = lane / 8, cw = 4 * half + t / 32;
                     constexpr int GROUPS = TN / 32;  // 8-block groups of b
-                    // blocks c = 4 * step + p: 2 * TN of them, 32 a step, a step per consumer warp in turn
-                    for (int step = 4 * half + t / 32; step < TN / 16; step += CONSUMER_WARPS) {
+                    // blocks c = 4 * step + p: 2 * TN of them, 32 a step, step cw + CONSUMER_WARPS * u
+                    constexpr int STEPS = TN / 16, PER = (STEPS + CONSUMER_WARPS - 1) / CONSUMER_WARPS;
+                    float4 v[PER][4];
+#pragma unroll
+                    for (int u = 0; u < PER; ++u) {
+                        const int step = cw + CONSUMER_WARPS * u;
+                        if (step >= STEPS) break;
                         const int c = 4 * step + p, b = q + 8 * (c % GROUPS), a = (q + c / GROUPS) % 8;
-                        const unsigned char* cs = src + (b / 8) * B_CHUNK;
-                        float4 v[4];
+                        const unsigned char* cs = bs + (b / 8) * B_CHUNK;
 #pragma unroll
                         for (int r = 0; r < 4; ++r) {
                             const int kr = 4 * a + r;
-                            v[r] = *reinterpret_cast<const float4*>(cs + kr * 128 + ((q ^ (kr & 7)) << 4));
+                            v[u][r] = *reinterpret_cast<const float4*>(cs + kr * 128 + ((q ^ (kr & 7)) << 4));
                         }
+                    }
+                    named_barrier(3, 256);
+#pragma unroll
+                    for (int u = 0; u < PER; ++u) {
+                        const int step = cw + CONSUMER_WARPS * u;
+                        if (step >= STEPS) break;
+                        const int c = 4 * step + p, b = q + 8 * (c % GROUPS), a = (q + c / GROUPS) % 8;
 #pragma unroll
                         for (int j = 0; j < 4; ++j) {
                             const int n = 4 * b + j;
-                            const float* w0 = &v[0].x;
-                            const float* w1 = &v[1].x;
-                            const float* w2 = &v[2].x;
-                            const float* w3 = &v[3].x;
-                            *reinterpret_cast<float4*>(dst + n * 128 + ((a ^ (n & 7)) << 4)) =
+                            const float* w0 = &v[u][0].x;
+                            const float* w1 = &v[u][1].x;
+                            const float* w2 = &v[u][2].x;
+                            const float* w3 = &v[u][3].x;
+                            *reinterpret_cast<float4*>(bs + n * 128 + ((a ^ (n & 7)) << 4)) =
                                 make_float4(w0[j], w1[j], w2[j], w3[j]);
                         }
                     }
@@ -430,17 +440,17 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 auto rs_stage = [&](int k, unsigned (&fr)[KSTEPS][4], unsigned (&prev)[KSTEPS][4]) {
                     const int s = it % STAGES;
                     mbar_wait(&full[s], (it / STAGES) & 1);
-                    if constexpr (TRANSB) {  // B's K-major copy, by both consumers while the last stage's
-                                             // wgmmas run; seen by this stage's (the async proxy) after the fence
-                        transpose_b(smem + s * STAGE_BYTES + A_BYTES, smem + s * STAGE_BYTES + TMA_BYTES);
+                    if constexpr (TRANSB) {  // B made K-major, by both consumers while the last stage's wgmmas
+                                             // run; seen by this stage's (the async proxy) after the fence
+                        transpose_b(smem + s * STAGE_BYTES + A_BYTES);
                         fence_proxy_async();
                         named_barrier(3, 256);
                     }
                     const unsigned char* st = smem + s * STAGE_BYTES;
                     // RS: our two 32-column chunks of B, and A's TM rows K-major as wgmma's B; RSA: our two
-                    // 32-row chunks of A, and B's TN rows K-major (TMA's, or the transposed copy)
+                    // 32-row chunks of A, and B's TN rows K-major (as TMA landed them, or transposed)
                     const unsigned char* bs = RS ? st + A_BYTES + 2 * half * B_CHUNK : st + 2 * half * B_CHUNK;
-                    const unsigned char* as = RS ? st : st + A_BYTES + (TRANSB ? B_BYTES : 0);
+                    const unsigned char* as = RS ? st : st + A_BYTES;
 #pragma unroll
                     for (int kk = 0; kk < KSTEPS; ++kk) {
                         const unsigned char* kb = bs + kk * KSTEP * 128;
