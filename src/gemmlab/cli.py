@@ -32,7 +32,7 @@ _OP_OPTIONS = {"dtype": ("hgemm",), "layout": ("hgemm",), "out_dtype": ("hgemm",
 # transposed), the names cuBLAS's own GEMM kernels and transa/transb carry; nt is x @ W.T.
 LAYOUT_HELP = ("hgemm: operand layout op(A) op(B): nn (A MxK, B KxN), nt (B given as its NxK transpose: "
                "x @ W.T, F.linear's layout; read in place by persistent and tf32_wgmma), tn (A given as its KxM "
-               "transpose; read in place by persistent) or tt (both); default nn")
+               "transpose; read in place by persistent and tf32_wgmma) or tt (both); default nn")
 OUT_HELP = ("hgemm: the type of C: fp32 (default) or the input type (fp16 | bf16: fp32 accumulation and "
             "epilogue, rounded to nearest even, as torch.mm writes it; persistent and the baselines)")
 _SHAPE_OPTIONS = ("M", "N", "K", "sizes")

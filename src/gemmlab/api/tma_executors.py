@@ -7,7 +7,7 @@ B_KMAJOR = 1, rung 6 likewise): the tensor map describes the NxK array itself an
 K-major boxes read it, so no transposing copy is made. A KxN B is read in place by every TMA rung
 (the tf32 rung through its transposed product). An A given
 as its transpose (a KxM array) likewise by the rungs tagged "layout_tn" (rung 5 built with
-A_MNMAJOR = 1, reading it M-major). Where TMA cannot describe an operand (rows that are not
+A_MNMAJOR = 1, reading it M-major; rung 6 likewise, through registers). Where TMA cannot describe an operand (rows that are not
 16-byte multiples) the executor is not built and the caller copies instead (in_place_refusal
 says why).
 """

@@ -6,7 +6,7 @@ float32, or float16 / uint16 bits for a 16-bit C. B is KxN (layout "nn") or give
 transpose, an NxK array (layout "nt": x @ W.T); A is MxK, or given as its transpose, a KxM array
 (layouts "tn" and "tt"). The rungs tagged "layout_nt" read a transposed B in place (K-major TMA
 boxes, wgmma without the transpose bit), those tagged "layout_tn" a transposed A (M-major boxes,
-wgmma's A transpose bit), those tagged "out16" write a 16-bit C; the others refuse them. The kernel's input types (KernelSpec.dtypes), its layouts and C types, its
+wgmma's A transpose bit; tf32 through registers), those tagged "out16" write a 16-bit C; the others refuse them. The kernel's input types (KernelSpec.dtypes), its layouts and C types, its
 shape rule (problem_check) and the 16-byte alignment of every pointer are checked before a
 launch, each refused as one BadArgumentError line. The TMA rungs (tag "tma") launch through
 ops/hgemm_tma.py. Bounds and input rounding: ops/hgemm_check.py. Baselines: cuBLAS and torch.mm

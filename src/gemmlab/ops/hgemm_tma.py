@@ -1,7 +1,8 @@
 """Launching the TMA rungs (3-6): tensor maps over the operands, row-stride padding where a
 row is not a multiple of 16 bytes (TMA's rule); a B given as NxK (layout nt) and an A given as
 KxM (tn, tt) are read in place by the rungs built for them (B_KMAJOR, A_MNMAJOR), and the tf32
-rung reads a KxN B in place too (its transposed product, persistent.cuh), so nothing is transposed.
+rung reads a KxN B in place too (its transposed product, or in tn a transpose inside the CTA:
+persistent.cuh), so nothing is transposed here.
 
 A tensor map describes a 2-D tensor by its logical size and its row stride, so padding needs
 no zeros: the operand is copied into a buffer with a wider row stride and the map keeps the
