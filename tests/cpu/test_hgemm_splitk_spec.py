@@ -64,7 +64,8 @@ def test_launch_never_exceeds_the_work_units():
     v = PERSISTENT.resolve({"SPLITK": 4, "BN": 128, "CM": 2})
     launch = PERSISTENT.launch(_p(512, 512, 8192), v)  # 2 x 4 cluster tiles x 4 slices
     assert launch.grid == (64, 1, 1) and launch.cluster == (2, 1, 1)
-    assert PERSISTENT.launch(_p(4096, 4096, 8192), v).grid == (132, 1, 1)
+    # 512 cluster tiles x 4 slices: 32 rounds on 66 slots, so 64 clusters of 32 units each
+    assert PERSISTENT.launch(_p(4096, 4096, 8192), v).grid == (128, 1, 1)
 
 
 def test_clusters_along_n_pair_tiles_side_by_side_and_halve_the_a_box():
@@ -79,7 +80,8 @@ def test_clusters_along_n_pair_tiles_side_by_side_and_halve_the_a_box():
     assert specs.tma_boxes(PERSISTENT, {**v, "A_MNMAJOR": 1})["A"] == (64, 64), "A^T: already one box per half"
     quad = PERSISTENT.resolve({"BN": 256, "CM": 2, "CN": 2})
     assert PERSISTENT.launch(_p(4096, 4096, 4096), quad).cluster == (4, 1, 1)
-    assert PERSISTENT.launch(_p(4096, 4096, 4096), quad).grid == (132, 1, 1), "33 slots of 4 CTAs"
+    assert PERSISTENT.launch(_p(4096, 4096, 4096), quad).grid == (128, 1, 1), \
+        "128 cluster tiles: 4 rounds on 33 slots of 4 CTAs, or on 32 clusters"
     assert specs.tma_boxes(PERSISTENT, {**quad, "B_KMAJOR": 1})["B"] == (128, 64), "B^T: BN / CM rows each"
     assert not PERSISTENT.failed_constraints({**quad}) and PERSISTENT.failed_constraints({**quad, "CN": 4})
 
@@ -199,6 +201,35 @@ def test_the_tail_split_stays_off_where_it_cannot_pay():
     assert specs.persistent_schedule(_p(3072, 3072, 3072), PERSISTENT.resolve({"SPLITK": 1, "TAILK": 2})) == (132, 2)
     assert specs.persistent_schedule(_p(3072, 3072, 256), auto) == (144, 1), "4 K tiles: slices would be too thin"
     assert specs.persistent_schedule(_p(512, 512, 8192), auto) == (0, 8), "few tiles: uniform split-K as before"
+
+
+def test_clusters_are_balanced_over_their_rounds():
+    """Units of one size get the fewest clusters that keep their rounds: every cluster then works
+    to the end (4096^3: 256 cluster tiles, 4 rounds on 66 slots or on 64 clusters)."""
+    auto = PERSISTENT.resolve({"BN": 256, "CM": 2})
+    assert specs.persistent_clusters(_p(4096, 4096, 4096), auto, 66) == 64, "4 rounds of 64, not 58 left over"
+    assert PERSISTENT.launch(_p(4096, 4096, 4096), auto).grid == (128, 1, 1)
+    assert specs.persistent_clusters(_p(8192, 8192, 8192), auto, 66) == 64, "1024 tiles: 16 rounds of 64"
+    assert specs.persistent_clusters(_p(8448, 2048, 4096), auto, 66) == 66, "264 tiles fill 4 rounds of 66"
+    assert specs.persistent_clusters(_p(2048, 2048, 2048), auto, 66) == 64, "one round: one cluster per tile"
+    assert specs.persistent_clusters(_p(4096, 4096, 4096), auto, 60) == 52, "5 rounds on 60 slots: 52 clusters"
+    # uniform split-K: units of one size too; the tail split keeps every slot for its slices
+    assert specs.persistent_clusters(_p(512, 512, 8192), auto, 66) == 32, "4 tiles x 8 slices"
+    # short units (4 K tiles) are latency-bound, not round-bound: every slot
+    short = PERSISTENT.resolve({"BN": 128, "CM": 1})
+    assert specs.persistent_clusters(_p(4096, 8192, 256), short, 132) == 132, "2048 tiles of 4 K tiles"
+    assert specs.persistent_clusters(_p(4096, 8192, 1024), short, 132) == 128, "16 K tiles a tile: 16 rounds"
+    tail = _p(3072, 3072, 3072)
+    assert specs.persistent_schedule(tail, auto) == (132, 5)
+    assert specs.persistent_clusters(tail, auto, 66) == 66, "132 whole tiles and 60 slices on every slot"
+    for shape in [(4096, 4096, 4096), (4097, 4097, 4097), (1000, 3000, 2000), (3072, 3072, 3072)]:
+        p = _p(*shape)
+        whole, splits = specs.persistent_schedule(p, auto)
+        units = whole + (specs.cluster_tiles(p, auto) - whole) * splits
+        for slots in (1, 7, 60, 66):
+            n = specs.persistent_clusters(p, auto, slots)
+            assert 1 <= n <= min(units, slots)
+            assert -(-units // n) == -(-units // min(units, slots)), "the same rounds as on every slot"
 
 
 class _FakeArray:

@@ -180,11 +180,14 @@ def max_active_clusters(ck, geometry) -> int:
 
 def tma_geometry(runner, problem: GemmProblem):
     """The launch of a TMA rung; a persistent one gets no more clusters than run at once (one
-    wave, no tail). Shared by the bench runner and the API's prepared launches."""
+    wave, no tail), balanced over its rounds (specs.persistent_clusters). Shared by the bench
+    runner and the API's prepared launches."""
+    from ..kernels.hgemm.specs import persistent_clusters
+
     geometry = runner.impl.launch(problem, runner.params)
     if "persistent" in runner.impl.tags:
         slots = max_active_clusters(runner.compiled, geometry)
-        clusters = min(geometry.grid[0] // geometry.cluster[0], slots)
+        clusters = persistent_clusters(problem, runner.params, slots)
         geometry = replace(geometry, grid=(clusters * geometry.cluster[0], 1, 1))
     return geometry
 
