@@ -16,8 +16,10 @@ tiles in slices), a fourth with 128x64 tiles (BN = 64) split in two, and a fifth
 N (A multicast: 1x2 clusters of 128x64 tiles, 2x2 clusters, and 1x2 clusters of 128x192 tiles) or
 sharing B unevenly (2x1 clusters of 128x192 and of 128x64 tiles); rung 5 a sixth with one consumer
 warpgroup (128x64 tiles in 2x2 clusters with split-K, 64x128 tiles with split-K, 64x64 tiles in
-1x2 clusters with the tail split); rung 6 in layout tn (B transposed inside the CTA) a sixth and a
-seventh, with split-K and in 2x2 clusters.
+1x2 clusters with the tail split) and a seventh in ping-pong (two consumer warpgroups on alternate
+tiles: 128x128 in 2x1 clusters, with split-K, and 64x256 with the tail split, at shapes that give
+a CTA several tiles); rung 6 in layout tn (B transposed inside the CTA) a sixth and a seventh, with
+split-K and in 2x2 clusters.
 Exits 1 if any result is wrong.
 """
 from __future__ import annotations
@@ -38,6 +40,13 @@ TN_CLUSTER_PARAMS = {"BN": 64, "CM": 2, "CN": 2, "STAGES": 6, "SPLITK": 2}  # tf
 ONE_CONSUMER_PARAMS = (({"BM": 128, "CONSUMERS": 1, "BN": 64, "CM": 2, "CN": 2, "SPLITK": 2}, ("nn", "tt")),
                        ({"BM": 64, "CONSUMERS": 1, "BN": 128, "CM": 1, "SPLITK": 2}, ("nn", "tt")),
                        ({"BM": 64, "CONSUMERS": 1, "BN": 64, "CM": 1, "CN": 2, "TAILK": 2}, ("nn", "nt")))
+
+# rung 5 in ping-pong; 1000x3000x200 gives most CTAs two tiles (one per warpgroup), 1409x1665x203 a
+# tail to slice
+PINGPONG_SHAPES = ((1000, 3000, 200), (1409, 1665, 203))
+PINGPONG_PARAMS = (({"PINGPONG": 1, "BN": 128, "CM": 2, "STAGES": 6}, ("nn", "tt")),
+                   ({"PINGPONG": 1, "BN": 128, "CM": 1, "STAGES": 6, "SPLITK": 3}, ("nn",)),
+                   ({"PINGPONG": 1, "BM": 64, "BN": 256, "CM": 2, "TAILK": 2}, ("nn", "nt")))
 
 
 def main(argv: list[str]) -> int:
@@ -70,6 +79,8 @@ def main(argv: list[str]) -> int:
                          (sweep(ANY_SHAPES + SPLITK_SHAPES, ("tn",)), {impl.name: TN_CLUSTER_PARAMS})]
             if impl.name == "persistent":
                 runs += [(sweep(SPLITK_SHAPES, layouts), {impl.name: params}) for params, layouts in ONE_CONSUMER_PARAMS]
+                runs += [(sweep(ANY_SHAPES + PINGPONG_SHAPES, layouts), {impl.name: params})
+                         for params, layouts in PINGPONG_PARAMS]
             for problems, params in runs:
                 for r in verify_sweep([impl], problems, params, host_data=True):
                     p = r.problem

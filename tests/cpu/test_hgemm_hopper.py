@@ -121,3 +121,32 @@ def test_one_consumer_refusals():
                       ({**row64, "CN": 2, "A_MNMAJOR": 1}, "M-major A")):
         with pytest.raises(BadArgumentError, match=rule):
             spec.resolve(bad)
+
+
+def test_pingpong_geometry_and_refusals():
+    """PINGPONG = 1: two consumer warpgroups on alternate tiles of BM x BN each, so a warpgroup holds
+    a whole tile's accumulators (BN <= 128 at BM = 128; 64-row tiles up to 256); the launch, the
+    staging buffers and the split-K workspace are the cooperative kernel's."""
+    spec = registry.get("persistent", "hgemm")
+    pp = spec.resolve({"BN": 128, "PINGPONG": 1, "STAGES": 6})
+    coop = spec.resolve({"BN": 128, "STAGES": 6})
+    problem = GemmProblem(4096, 4096, 4096, dtype="bf16")
+    assert persistent_launch(problem, pp) == persistent_launch(problem, coop)
+    assert persistent_launch(problem, pp).block == (384, 1, 1)
+    assert persistent_smem(pp) == 6 * 256 * 128 + 1024 + 2 * 2 * 64 * 128 <= 227 * 1024
+    sliced = GemmProblem(512, 512, 8192, dtype="bf16")
+    assert spec.workspace(sliced, {**pp, "SPLITK": 4}) == spec.workspace(sliced, {**coop, "SPLITK": 4})
+    assert not spec.failed_constraints({**spec.defaults, "PINGPONG": 1, "BM": 64, "BN": 256})
+    for bad, rule in (({"PINGPONG": 1, "BN": 256}, "BN <= 128"),
+                      ({"PINGPONG": 1, "BN": 128, "CONSUMERS": 1}, "two consumer warpgroups"),
+                      ({"PINGPONG": 2, "BN": 128}, "PINGPONG must be 0 or 1")):
+        with pytest.raises(BadArgumentError, match=rule):
+            spec.resolve(bad)
+
+
+@pytest.mark.parametrize("extra", [{}, {"CM": 1}, {"OUT16": 1}, {"A_MNMAJOR": 1, "B_KMAJOR": 1}, {"CN": 2}], ids=str)
+def test_pingpong_compiles_without_spills(extra):
+    spec = registry.get("persistent", "hgemm")
+    ck = cc.compile_kernel(spec, {"BN": 128, "PINGPONG": 1, "STAGES": 6, **extra}, arch="sm_90a")
+    r = ck.resources
+    assert r.registers > 0 and r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r

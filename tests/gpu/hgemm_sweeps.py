@@ -47,6 +47,15 @@ def check_layout_and_c_type(impl, layout, out, params, edge_shapes):
     assert_all_pass(verify_sweep([impl], problems, {impl.name: params}))
 
 
+def check_layout_unless_refused(impl, layout, out, params, edge_shapes):
+    """check_layout_and_c_type, skipped with the spec's reason where `params` cannot read the
+    layout (an M-major A shared along N needs 128-row tiles)."""
+    refused = impl.failed_constraints({**impl.defaults, **params, "A_MNMAJOR": int(layout[0] == "t")})
+    if refused:
+        pytest.skip(f"the spec refuses it: {refused[0]}")
+    check_layout_and_c_type(impl, layout, out, params, edge_shapes)
+
+
 def check_k_slices(impl, params):
     """Both 16-bit types with the K slices `params` asks for (SPLITK, TAILK) on few-tile, odd and
     partial-wave shapes."""
@@ -55,3 +64,33 @@ def check_k_slices(impl, params):
 
     problems = [p for d in ("fp16", "bf16") for p in hv.sweep_problems(d, SLICED_SHAPES)]
     assert_all_pass(verify_sweep([impl], problems, {impl.name: params}))
+
+
+K_SLICES = [{"SPLITK": 4}, {"SPLITK": 0}, {"TAILK": 2}]
+
+
+def configuration_tests(impl, configs, edge_shapes, sliced=None):
+    """The three tests of a rung-5 configuration module, parametrized over its `configs` (name ->
+    parameters): the sweeps in both 16-bit types, every layout with both C types, and the K slices
+    (for the configurations named in `sliced`, all by default). A module binds them to test_ names."""
+
+    @pytest.mark.parametrize("config", configs, ids=str)
+    @pytest.mark.parametrize("dtype", ("fp16", "bf16"))
+    def sweeps(dtype, config):
+        skip_unavailable(impl)
+        check_sweeps(impl, dtype, configs[config], edge_shapes)
+
+    @pytest.mark.parametrize("config", configs, ids=str)
+    @pytest.mark.parametrize("layout", ("nt", "tn", "tt"))
+    @pytest.mark.parametrize("out", ("fp32", "c16"))
+    def layouts(layout, out, config):
+        skip_unavailable(impl)
+        check_layout_unless_refused(impl, layout, out, configs[config], edge_shapes)
+
+    @pytest.mark.parametrize("config", list(sliced or configs), ids=str)
+    @pytest.mark.parametrize("extra", K_SLICES, ids=str)
+    def k_slices(extra, config):
+        skip_unavailable(impl)
+        check_k_slices(impl, {**configs[config], **extra})
+
+    return sweeps, layouts, k_slices

@@ -5,11 +5,9 @@ multicasts 32-row halves of A), both C types, the four layouts, split-K and the 
 consumer parks and sums both blocks' partials). Every result against the fp64 product of the same
 rounded inputs, C NaN-poisoned when beta == 0; the edge shapes leave the last tile row partly or
 wholly past M (M = 72 and 136 at BM = 64: a second tile of 8 rows; 1000 = 15 x 64 + 40)."""
-import pytest
-
 from gemmlab import registry
 
-from .hgemm_sweeps import check_k_slices, check_layout_and_c_type, check_sweeps, skip_unavailable
+from .hgemm_sweeps import configuration_tests
 
 PERSISTENT = registry.get("persistent", "hgemm")
 ONE = {"BM": 128, "CONSUMERS": 1}
@@ -26,30 +24,5 @@ CONFIGS = {
 EDGE_SHAPES = ((72, 70, 264), (136, 200, 130), (1024, 1024, 1024), (1000, 3000, 200))
 
 
-@pytest.fixture(autouse=True)
-def _hopper():
-    skip_unavailable(PERSISTENT)
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=str)
-@pytest.mark.parametrize("dtype", ("fp16", "bf16"))
-def test_sweeps(dtype, config):
-    check_sweeps(PERSISTENT, dtype, CONFIGS[config], EDGE_SHAPES)
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=str)
-@pytest.mark.parametrize("layout", ("nt", "tn", "tt"))
-@pytest.mark.parametrize("out", ("fp32", "c16"))
-def test_every_layout_and_c_type(layout, out, config):
-    params = CONFIGS[config]
-    refused = PERSISTENT.failed_constraints({**PERSISTENT.defaults, **params, "A_MNMAJOR": int(layout[0] == "t")})
-    if refused:
-        pytest.skip(f"the spec refuses it: {refused[0]}")
-    check_layout_and_c_type(PERSISTENT, layout, out, params, EDGE_SHAPES)
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=str)
-@pytest.mark.parametrize("extra", [{"SPLITK": 4}, {"SPLITK": 0}, {"TAILK": 2}], ids=str)
-def test_with_k_slices(extra, config):
-    check_k_slices(PERSISTENT, {**CONFIGS[config], **extra})
-
+test_sweeps, test_every_layout_and_c_type, test_with_k_slices = configuration_tests(
+    PERSISTENT, CONFIGS, EDGE_SHAPES)

@@ -35,6 +35,9 @@
 // Tile widths (BN): 64, 128, 192 or 256 columns, one wgmma per K step. 192 fills waves that 256
 //   leaves partial (3072^3: 384 tiles of 128x192 on 132 SMs, against 2.2 waves of 256x256 cluster
 //   tiles); 64 doubles the tiles of problems with too few (1024^3).
+// Ping-pong (PINGPONG = 1): the two consumer warpgroups take alternate tiles, BM x BN each, so one
+//   writes its C while the other multiplies; the cooperative default shares one tile between them
+//   and leaves the tensor cores idle for every epilogue.
 // Should move: past rung 4 on large shapes (no per-tile prologue, epilogue hidden under the
 //   next tile's loads, less L2 traffic), toward cuBLAS, which does the same.
 #include "persistent.cuh"
@@ -47,13 +50,13 @@ namespace gemmlab {
 // (split-K, for problems with fewer tiles than SMs; persistent.cuh), summed in order through the
 // zeroed workspace W (null when splits == 1).
 template <int BF16, int B_KMAJOR, int OUT16, int A_MNMAJOR, int BN, int STAGES, int CM, int CN, int GROUP_M, int BM,
-          int CONSUMERS>
+          int CONSUMERS, int PINGPONG>
 __global__ void __launch_bounds__(384, 1)
 hgemm_persistent(const __grid_constant__ hop::TmaMap tmA, const __grid_constant__ hop::TmaMap tmB,
                  const __grid_constant__ hop::TmaMap tmC, int M, int N, int K, float alpha, float beta,
                  const void* __restrict__ C, int ldc, float* __restrict__ W, int whole, int splits) {
     static_assert(BF16 == 0 || BF16 == 1, "16-bit inputs: 0 fp16, 1 bf16");
-    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, CN, GROUP_M, A_MNMAJOR, BM, CONSUMERS>(
+    hop::persistent_gemm<BF16, B_KMAJOR, OUT16, BN, STAGES, CM, CN, GROUP_M, A_MNMAJOR, BM, CONSUMERS, PINGPONG>(
         tmA, tmB, tmC, M, N, K, alpha, beta, C, ldc, W, whole, splits);
 }
 

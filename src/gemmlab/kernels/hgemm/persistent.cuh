@@ -176,11 +176,19 @@ __device__ __forceinline__ void sum_partials(float (&acc)[R], const float* __res
 //   BM = 64 (64-row tiles: twice the tiles of a small problem, each K step one wgmma of the full BN,
 //   which reads fewer shared-memory bytes per multiply than two of BN / 2). The block is 128 *
 //   (1 + CONSUMERS) threads. tf32's transposed product keeps two consumers of 64 columns.
+// PINGPONG (rung 5, CONSUMERS = 2): each consumer warpgroup computes whole tiles of its own, BM x BN
+//   (every 64-row block, as a lone consumer does), the CTA's work units dealt out alternately, so
+//   one warpgroup's epilogue runs while the other's wgmmas keep the tensor cores busy (CUTLASS's
+//   "ping-pong" schedule; the cooperative one, both warpgroups on one tile, stalls the tensor
+//   cores for every epilogue). The stage ring is shared in unit order: the producer does not
+//   change. A warpgroup waits for its unit's first stage only once the other has waited for its
+//   unit's last one (named barriers 4 and 5): a stage's full barrier is then at most one phase
+//   behind the one awaited, as a parity wait needs.
 // whole, splits (runtime; the host sets both, specs.persistent_schedule): the first `whole` cluster
 //   tiles run whole, the others in `splits` K slices each (1..ktiles: the host clamps it), split-K
 //   above; W the zeroed workspace the sliced tiles need (null when no tile is sliced).
 template <int KIND, int B_KMAJOR, int OUT16, int BN, int STAGES, int CM, int CN, int GROUP_M, int A_MNMAJOR = 0,
-          int BM = 128, int CONSUMERS = 2>
+          int BM = 128, int CONSUMERS = 2, int PINGPONG = 0>
 __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap& tmB, const TmaMap& tmC, int M, int N,
                                                 int K, float alpha, float beta, const void* __restrict__ Cin,
                                                 int ldc, float* __restrict__ W, int whole, int splits) {
@@ -194,9 +202,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr int BK = 128 / EB;                // a K tile is one 128-byte swizzled row
     constexpr int KSTEP = 32 / EB;              // wgmma K: 16 (16-bit) or 8 (tf32), 32 bytes
     constexpr int TM = RS ? BN : BM, TN = RS ? BM : BN;  // the CTA's tile of C: TM rows x TN columns
+    constexpr bool PP = PINGPONG != 0;          // ping-pong: a tile per consumer warpgroup, alternately
     // 64-row blocks of the tile (one wgmma M each; RS: 64-column blocks), and how many of them
-    // each consumer warpgroup computes: one (two consumers split a 128-row tile) or all
-    constexpr int RB = BM / 64, MB = RB / CONSUMERS;
+    // each consumer warpgroup computes: one (two consumers split a 128-row tile) or all (a lone
+    // consumer, or ping-pong)
+    constexpr int RB = BM / 64, MB = PP ? RB : RB / CONSUMERS;
     constexpr int CHUNK_COLS = 128 / EB;        // N-major B, M-major A: chunks of one 128-byte row of columns
     constexpr int B_CHUNK = BK * 128, B_CHUNKS = TN / CHUNK_COLS;  // ... by BK rows each
     constexpr int A_CHUNKS = TM / CHUNK_COLS;   // an M-major A's chunks (16-bit: one per 64-row block)
@@ -207,9 +217,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     // A staged C chunk is 64 rows x 128 bytes (the TMA store's swizzled box): 32 fp32 or 64 16-bit columns
     constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
     constexpr int CONSUMER_WARPS = 4 * CONSUMERS;
+    constexpr int READER_WARPS = PP ? 4 : CONSUMER_WARPS;  // consumer warps that read (and release) a stage
     static_assert(BM == 64 || BM == 128, "BM is 64 or 128 rows (one or two wgmma M blocks)");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
-    static_assert(RB % CONSUMERS == 0, "every consumer computes whole 64-row blocks");
+    static_assert(PP || RB % CONSUMERS == 0, "every consumer computes whole 64-row blocks");
+    static_assert(!PP || (CONSUMERS == 2 && !TF32), "ping-pong: two consumer warpgroups, 16-bit inputs");
     static_assert(MB * BN / 2 <= 128, "at most 128 fp32 accumulators a consumer thread");
     static_assert(!(RS || RSA) || (BM == 128 && CONSUMERS == 2), "tf32 through registers: two consumers of 64");
     static_assert(!A_MN || A_CHUNKS % CN == 0, "an M-major A shared along N: whole chunks per CTA");
@@ -258,7 +270,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         prefetch_map(tmC);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], CONSUMER_WARPS * CS);  // every consumer warp of every CTA of the cluster
+            mbar_init(&empty[s], READER_WARPS * CS);  // every reading consumer warp of every CTA of the cluster
         }
         fence_barrier_init();
     }
@@ -376,15 +388,25 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         // a tile with an odd number of chunks (a 16-bit C at BN = 64 or 192) never refills the
         // buffer whose store may still be reading it (bulk_wait_read<1> below)
         unsigned chunk_no = 0;
-        for (int tile = cluster, slice = -1; next_unit(tile, slice, whole, tiles - whole, splits);
-             tile += clusters) {
+        // this consumer's first 64-row block of the tile: its half, or (ping-pong) the whole tile's
+        const int blk0 = PP ? 0 : half * MB;
+        // u: the CTA's work units so far; under ping-pong this warpgroup takes those with u % 2 == half
+        for (int tile = cluster, slice = -1, u = 0; next_unit(tile, slice, whole, tiles - whole, splits);
+             tile += clusters, ++u) {
             int m0, n0, k0, k1;
             locate(tile, slice, m0, n0, k0, k1);
             if constexpr (RS)
                 n0 += 64 * half;  // this consumer's 64 columns
             else
-                m0 += 64 * MB * half;  // this consumer's first 64-row block
+                m0 += 64 * blk0;  // this consumer's first 64-row block
             const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
+            if constexpr (PP) {
+                if (u % 2 != half) {  // the other warpgroup's unit: its stages come next in the ring
+                    it += nk;
+                    continue;
+                }
+                if (u > 0) named_barrier(4 + half, 256);  // the other has waited for its last stage
+            }
             if constexpr (RS || RSA) {
                 constexpr int KSTEPS = BK / KSTEP;
                 // Two fragment sets, one per stage in turn: one stage's wgmmas may still be reading theirs
@@ -489,7 +511,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     // commit group for the stage
 #pragma unroll
                     for (int mb = 0; mb < MB; ++mb) {
-                        const unsigned char* as = smem + s * STAGE_BYTES + (half * MB + mb) * A_HALF;
+                        const unsigned char* as = smem + s * STAGE_BYTES + (blk0 + mb) * A_HALF;
 #pragma unroll
                         for (int kk = 0; kk < BK / KSTEP; ++kk) {
                             // K-major A: the next 32 bytes of each of its 64 rows; M-major A: the next
@@ -509,6 +531,10 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                     if (k > 0) release((it - 1) % STAGES);
                 }
             }
+            if constexpr (PP) {  // every stage of this unit awaited: the other warpgroup may wait for the next unit's
+                int t2 = tile + clusters, s2 = slice;
+                if (next_unit(t2, s2, whole, tiles - whole, splits)) named_barrier_arrive(4 + (1 - half), 256);
+            }
             wgmma_wait<0>();
             fence_acc();
             release((it - 1) % STAGES);
@@ -518,10 +544,12 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 const long long cta_tile = (long long)tile * CS + rank;
                 const long long slot_floats = 64 * BN, slice_stride = RB * slot_floats;
                 float* slots = W + splitk_flag_floats((tiles - whole) * CS) +
-                               (cta_tile * splits * RB + half * MB) * slot_floats;  // our first block's
+                               (cta_tile * splits * RB + blk0) * slot_floats;  // our first block's
 #pragma unroll
                 for (int mb = 0; mb < MB; ++mb) store_partial(acc[mb], slots + mb * slot_floats + slice * slice_stride, t);
-                if (!arrive_last_half(reinterpret_cast<int*>(W) + 2 * cta_tile + half, splits, half, t, last_of))
+                // one flag per consumer of the tile (a lone or ping-pong consumer: the first)
+                if (!arrive_last_half(reinterpret_cast<int*>(W) + 2 * cta_tile + (PP ? 0 : half), splits, half, t,
+                                      last_of))
                     continue;
 #pragma unroll
                 for (int mb = 0; mb < MB; ++mb) sum_partials(acc[mb], slots + mb * slot_floats, slice_stride, splits, t);

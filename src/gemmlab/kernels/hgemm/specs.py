@@ -505,9 +505,13 @@ def _consumer_params() -> tuple[Param, ...]:
     # is cuBLAS's own choice at 1024^3 (its 128x64 kernel issues both 64-row blocks of the tile
     # from one warpgroup, two accumulator sets); 64-row tiles double the tiles of a problem again
     # with one wgmma of the full BN a K step (docs/tensor-cores.md, session 11).
+    # Ping-pong: each of the two consumer warpgroups computes tiles of its own, alternately, so one's
+    # epilogue runs under the other's wgmmas (CUTLASS's pingpong schedule against its cooperative one).
     return (
         Param("BM", 128, (64, 128), "block tile rows: two 64-row wgmma blocks, or one"),
         Param("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 (64 rows each) or 1 (every 64-row block of the tile)"),
+        Param("PINGPONG", 0, (0, 1), "1: the two consumer warpgroups take alternate BM x BN tiles (ping-pong), "
+              "0: they share each tile (cooperative)"),
     )
 
 
@@ -515,10 +519,13 @@ def _consumer_constraints() -> tuple[Constraint, ...]:
     return (
         Constraint("BM must be 64 or 128", lambda v: v["BM"] in (64, 128)),
         Constraint("CONSUMERS must be 1 or 2", lambda v: v["CONSUMERS"] in (1, 2)),
-        Constraint("a 64-row tile (BM = 64) has one consumer warpgroup (CONSUMERS = 1)",
-                   lambda v: v["BM"] == 128 or v["CONSUMERS"] == 1),
+        Constraint("a 64-row tile (BM = 64) has one consumer warpgroup (CONSUMERS = 1) or two in ping-pong",
+                   lambda v: v["BM"] == 128 or v["CONSUMERS"] == 1 or v.get("PINGPONG", 0)),
         Constraint("one consumer of a 128-row tile holds both blocks' accumulators: BN <= 128",
-                   lambda v: v["BM"] == 64 or v["CONSUMERS"] == 2 or v["BN"] <= 128),
+                   lambda v: v["BM"] == 64 or (v["CONSUMERS"] == 2 and not v.get("PINGPONG", 0)) or v["BN"] <= 128),
+        Constraint("PINGPONG must be 0 or 1", lambda v: v.get("PINGPONG", 0) in (0, 1)),
+        Constraint("ping-pong (PINGPONG = 1) takes two consumer warpgroups (CONSUMERS = 2)",
+                   lambda v: not v.get("PINGPONG", 0) or v["CONSUMERS"] == 2),
         Constraint("an M-major A (A_MNMAJOR = 1) shared along N (CN = 2) needs BM = 128 (a 64-column box per CTA)",
                    lambda v: not (v["A_MNMAJOR"] and v["CN"] == 2 and v["BM"] == 64)),
     )
