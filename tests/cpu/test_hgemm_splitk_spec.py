@@ -209,6 +209,8 @@ def test_clusters_are_balanced_over_their_rounds():
     auto = PERSISTENT.resolve({"BN": 256, "CM": 2})
     assert specs.persistent_clusters(_p(4096, 4096, 4096), auto, 66) == 64, "4 rounds of 64, not 58 left over"
     assert PERSISTENT.launch(_p(4096, 4096, 4096), auto).grid == (128, 1, 1)
+    assert PERSISTENT.launch(_p(4096, 4096, 4096), {**auto, "BALANCE": 0}).grid == (132, 1, 1), "every slot"
+    assert not next(p for p in PERSISTENT.params if p.name == "BALANCE").template, "a launch argument"
     assert specs.persistent_clusters(_p(8192, 8192, 8192), auto, 66) == 64, "1024 tiles: 16 rounds of 64"
     assert specs.persistent_clusters(_p(8448, 2048, 4096), auto, 66) == 66, "264 tiles fill 4 rounds of 66"
     assert specs.persistent_clusters(_p(2048, 2048, 2048), auto, 66) == 64, "one round: one cluster per tile"

@@ -337,11 +337,12 @@ def persistent_clusters(p: GemmProblem, v, slots: int) -> int:
     3072^3 to 8192^3, 6144x2048x4096, 16384x1024x4096; session 14): every cluster works to the
     end, and four SMs fewer draw power. Short units are bound by latency and memory rather than
     by rounds: 8192x8192x256 (4 K tiles a tile) lost 1.3% on 128 CTAs against 132, so they keep
-    every slot, and so does a tail split, whose short slices are what fill the slots."""
+    every slot, and so does a tail split, whose short slices are what fill the slots. BALANCE = 0
+    keeps every slot always (the launch before session 14)."""
     whole, splits = persistent_schedule(p, v)
     units = whole + (cluster_tiles(p, v) - whole) * splits
     clusters = max(1, min(units, slots))
-    if (splits == 1 or whole == 0) and k_tiles(p) // splits >= BALANCE_MIN_KTILES:
+    if v.get("BALANCE", 1) and (splits == 1 or whole == 0) and k_tiles(p) // splits >= BALANCE_MIN_KTILES:
         clusters = cdiv(units, cdiv(units, clusters))
     return clusters
 
@@ -486,6 +487,9 @@ def _persistent_params(first: tuple[Param, ...], cm: int) -> tuple[Param, ...]:
         # wave only (persistent_schedule); a launch argument too
         Param("TAILK", 0, (0, 1, 2, 4), "K slices for the tiles of a partial last wave; 0 = automatic, "
               "1 = whole", template=False),
+        # how many clusters the launch takes (persistent_clusters); a launch argument too
+        Param("BALANCE", 1, (0, 1), "1: no more clusters than the rounds of long units need; 0: one per "
+              "cluster slot", template=False),
     )
 
 
@@ -497,6 +501,7 @@ def _persistent_constraints() -> tuple[Constraint, ...]:
         Constraint("GROUP_M must be >= 1", lambda v: v["GROUP_M"] >= 1),
         Constraint("SPLITK must be 0 (automatic) to 16", lambda v: 0 <= v["SPLITK"] <= 16),
         Constraint("TAILK must be 0 (automatic) to 16", lambda v: 0 <= v["TAILK"] <= 16),
+        Constraint("BALANCE must be 0 or 1", lambda v: v.get("BALANCE", 1) in (0, 1)),
     ) + _stage_constraints(persistent_smem)
 
 

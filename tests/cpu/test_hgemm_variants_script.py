@@ -1,0 +1,65 @@
+"""scripts/hgemm_variants.py without a GPU: which variants it times for the options given, starting
+from the dispatch table's pick with --from-dispatch (the bench itself is replaced by a recorder)."""
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hgemm_variants.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("hgemm_variants", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def timed(monkeypatch):
+    """Runs the script's main with argv; returns {shape: [(variant name, its parameters), ...]}."""
+    import gemmlab.harness.bench as bench
+
+    seen = {}
+
+    def fake_run_bench(impls, problems, options):
+        (problem,) = problems
+        seen[problem.shape] = [(i.name, dict(i.defaults)) for i in impls if i.name != "cublas"]
+        stats = SimpleNamespace(median=1.0)
+        return [SimpleNamespace(impl=i.name, status="PASS", gflops=100.0, stats=stats) for i in impls]
+
+    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
+
+    def run(argv, pick=None):
+        mod = _module()
+        if pick is not None:
+            monkeypatch.setattr(mod, "dispatch_pick", lambda base, dtype, shape: dict(pick))
+        monkeypatch.setattr(sys, "argv", ["hgemm_variants.py"] + argv)
+        mod.main()
+        return seen
+
+    return run
+
+
+def test_the_grid_of_the_options_given(timed, capsys):
+    seen = timed(["--sizes", "4096", "--bn", "256", "--cm", "2", "--splitk", "0", "--balance", "0,1",
+                  "--rows", "128x2,128x2p"])
+    names = [n for n, _ in seen["4096x4096x4096"]]
+    assert names == ["bal0", "defaults"], "ping-pong at BN 256 and BM 128 is refused, so left out"
+    assert seen["4096x4096x4096"][0][1]["BALANCE"] == 0
+    assert "| 4096 |" in capsys.readouterr().out
+
+
+def test_from_dispatch_changes_only_the_options_given(timed):
+    pick = {"BN": 192, "CM": 2, "STAGES": 4, "SPLITK": 0}
+    seen = timed(["--sizes", "3072", "--from-dispatch", "--balance", "0,1"], pick=pick)
+    variants = seen["3072x3072x3072"]
+    assert [n for n, _ in variants] == ["bal0-bn192", "bn192"]
+    assert all(v["BN"] == 192 and v["CM"] == 2 for _, v in variants), "the pick's tile and cluster kept"
+
+
+def test_tf32_takes_no_rung5_rows(timed):
+    seen = timed(["--dtype", "tf32", "--sizes", "1024", "--bn", "128", "--cm", "1", "--splitk", "1"])
+    assert [n for n, _ in seen["1024x1024x1024"]] == ["bn128-s1"]
