@@ -1,15 +1,9 @@
 """scripts/build_dispatch.py --update: re-measured ops replace only theirs in one GPU's table."""
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_dispatch.py"
+from .scripts_loader import load
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("build_dispatch", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("build_dispatch.py")
 
 
 def _entry(op, impl, figure):

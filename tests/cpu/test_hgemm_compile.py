@@ -110,13 +110,11 @@ def test_geometry_and_shared_memory():
 
 
 def test_the_gpu_tests_other_parameters_are_valid_and_compile():
-    import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "gpu" / "test_hgemm_kernels.py"
-    spec_ = importlib.util.spec_from_file_location("hgemm_gpu_tests", path)
-    mod = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(mod)
+    from .scripts_loader import load
+
+    mod = load(Path(__file__).resolve().parents[1] / "gpu" / "test_hgemm_kernels.py", "hgemm_gpu_tests")
     for name, params in mod.OTHER_PARAMS:
         spec = registry.get(name, "hgemm")
         _check(cc.compile_kernel(spec, params, arch="sm_90"), spec, "sm_90")

@@ -2,7 +2,6 @@
 line, for other architectures), their SASS multiplies with HGMMA (wgmma) and never HMMA, the
 generated wgmma wrappers are current, shapes are refused or taken as each rung's rule says,
 and the persistent launch geometry."""
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,8 @@ from gemmlab.ops.hgemm import refusal
 from gemmlab.kernels.hgemm.specs import persistent_launch, persistent_smem, tma_boxes
 from gemmlab.problem import GemmProblem
 
-ROOT = Path(__file__).resolve().parents[2]
+from .scripts_loader import load
+
 HOPPER = [s for s in registry.kernels("hgemm") if s.arch == "sm_90a"]
 
 
@@ -47,10 +47,7 @@ def test_sass_multiplies_with_hgmma(spec):
 
 
 def test_generated_wgmma_wrappers_are_current(tmp_path, monkeypatch):
-    path = ROOT / "scripts" / "gen_wgmma_ops.py"
-    spec = importlib.util.spec_from_file_location("gen_wgmma_ops", path)
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load("gen_wgmma_ops.py")
     current = gen.OUT.read_text()
     monkeypatch.setattr(gen, "OUT", tmp_path / "wgmma_ops.cuh")
     gen.main()

@@ -1,20 +1,15 @@
 """scripts/hgemm_variants.py without a GPU: which variants it times for the options given, starting
 from the dispatch table's pick with --from-dispatch (the bench itself is replaced by a recorder)."""
-import importlib.util
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hgemm_variants.py"
+from .scripts_loader import load
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("hgemm_variants", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("hgemm_variants.py")
 
 
 @pytest.fixture
