@@ -2,7 +2,6 @@
 line, for other architectures), their SASS multiplies with HGMMA (wgmma) and never HMMA, the
 generated wgmma wrappers are current, shapes are refused or taken as each rung's rule says,
 and the persistent launch geometry."""
-from pathlib import Path
 
 import pytest
 
