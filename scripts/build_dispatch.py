@@ -11,6 +11,9 @@ package's src/gemmlab/api/dispatch.json.
     python3 scripts/build_dispatch.py --merge h100.json h200.json --out src/gemmlab/api/dispatch.json
     python3 scripts/build_dispatch.py --update src/gemmlab/api/dispatch.json --merge sgemm-h100.json \
         --out src/gemmlab/api/dispatch.json   (re-measured ops replace theirs in a GPU's table)
+    PYTHONPATH=src python3 scripts/build_dispatch.py --ops hgemm --dtypes bf16 --shapes 4096,8192 \
+        --table src/gemmlab/api/dispatch.json --out $OUT/part.json
+        (only those shapes of the suite; --update then replaces only their entries)
 
 The suite (docs/api.md says why these): squares 64..8192, the rectangles users hit (a skinny M,
 a large K-light product, 1000x3000x2000), one odd shape, and for sgemm issue 15's FP32 suite;
@@ -136,10 +139,11 @@ def dims(problem) -> list[int]:
 
 
 def measure(only: set[str] | None, tuned: str | None = None, table: str | None = None,
-            dtypes: set[str] | None = None, save=None) -> dict:
-    """The table of this GPU over CANDIDATES (only the ops in `only` and the dtypes in `dtypes`,
-    where given). `save(table)`, if given, is called after each (op, dtype) with the table so far,
-    so a run cut short by a time limit keeps what it measured."""
+            dtypes: set[str] | None = None, save=None, shapes: list[list[int]] | None = None) -> dict:
+    """The table of this GPU over CANDIDATES (only the ops in `only`, the dtypes in `dtypes` and
+    the suite's shapes in `shapes`, where given: a part whose "shapes" key says so).
+    `save(table)`, if given, is called after each (op, dtype) with the table so far, so a run cut
+    short by a time limit keeps what it measured."""
     from gemmlab import registry
     from gemmlab.cuda.device import info
     from gemmlab.harness.bench import BenchOptions, run_bench
@@ -159,6 +163,8 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
                 impls.append(impl)
         variants = listed_variants(impls, op)
         for problem in problems(op, dtype):
+            if shapes is not None and dims(problem) not in shapes:
+                continue
             points = run_bench(impls, [problem], options)
             extra = variants + tuned_candidates(impls, problem, tuned, info().name)
             known = {(v.name, json.dumps(v.defaults, sort_keys=True)) for v in extra}
@@ -182,27 +188,40 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
                       f"{best['figure']:9.1f}  " + "  ".join(f"{c['impl']} {c['figure']:.1f}" for c in ranked[1:]),
                       flush=True)
         if save:
-            save(_table(entries, failed))
-    return _table(entries, failed)
+            save(_table(entries, failed, shapes))
+    return _table(entries, failed, shapes)
 
 
-def _table(entries: list, failed: list) -> dict:
+def _table(entries: list, failed: list, shapes: list[list[int]] | None = None) -> dict:
     from gemmlab.cuda.device import info
 
     gpu = info()
-    return {"gpu": gpu.name, "arch": gpu.arch, "measured": datetime.date.today().isoformat(),
-            "command": "python3 scripts/build_dispatch.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-            "units": {"gemm": "TFLOP/s (2MNK / median time)", "reduce": "GB/s (4n bytes / median time)"},
-            "entries": list(entries), "not_measured": list(failed)}
+    table = {"gpu": gpu.name, "arch": gpu.arch, "measured": datetime.date.today().isoformat(),
+             "command": "python3 scripts/build_dispatch.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+             "units": {"gemm": "TFLOP/s (2MNK / median time)", "reduce": "GB/s (4n bytes / median time)"},
+             "entries": list(entries), "not_measured": list(failed)}
+    if shapes is not None:
+        table["shapes"] = [list(s) for s in shapes]
+    return table
+
+
+def suite_shapes(text: str) -> list[list[int]]:
+    """--shapes: MxNxK or N (a cube), comma-separated, as table entries store GEMM shapes."""
+    from gemmlab.problem import parse_shape
+
+    return [list(parse_shape(s)) for s in text.split(",")]
 
 
 def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
     """`tables` with each part's ops re-measured: a part (one GPU, some ops and dtypes) replaces
     that GPU's entries of those (op, dtype) pairs and adds its command; the GPU's other entries
-    stay as they were (so hgemm's 16-bit types and tf32 may be measured in separate parts)."""
+    stay as they were (so hgemm's 16-bit types and tf32 may be measured in separate parts). A part
+    measured on some shapes only (its "shapes" key, from --shapes) replaces only those entries."""
     all_dtypes = {dtype for _, dtype in CANDIDATES}
     out = [dict(t) for t in tables]
     for part in parts:
+        only = ["x".join(map(str, s)) for s in part["shapes"]] if "shapes" in part else None
+        part = {k: v for k, v in part.items() if k != "shapes"}
         target = next((t for t in out if t["gpu"] == part["gpu"]), None)
         if target is None:
             out.append(part)
@@ -212,9 +231,14 @@ def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
 
         def stale(message: str) -> bool:  # "op dtype shape impl: why", or "op impl: why" for a whole op
             words = message.split()
+            if only is not None:  # a part of some shapes: only its own shapes' messages are stale
+                return len(words) > 2 and (words[0], words[1]) in pairs and words[2] in only
             return len(words) > 1 and ((words[0], words[1]) in pairs or (words[0] in ops and words[1] not in all_dtypes))
 
-        target["entries"] = [e for e in target["entries"] if (e["op"], e["dtype"]) not in pairs] + part["entries"]
+        def replaced(e) -> bool:
+            return (e["op"], e["dtype"]) in pairs and (only is None or "x".join(map(str, e["shape"])) in only)
+
+        target["entries"] = [e for e in target["entries"] if not replaced(e)] + part["entries"]
         target["command"] = f'{target["command"]} ; {part["command"]}'
         target["measured"] = part["measured"]
         target["not_measured"] = [m for m in target.get("not_measured", []) if not stale(m)] + part.get("not_measured", [])
@@ -230,6 +254,7 @@ def main() -> int:
     parser.add_argument("--update", help="with --merge: a full table whose GPUs take the merged parts' ops")
     parser.add_argument("--tuned", help="a `gemmlab tune` database: each kernel is also measured with the "
                                         "parameters tuned on this GPU at the nearest tuned shape")
+    parser.add_argument("--shapes", help="measure only these shapes of the suite (MxNxK or N, comma-separated)")
     parser.add_argument("--table", help="a dispatch table (e.g. src/gemmlab/api/dispatch.json): each kernel is also "
                                         "measured with every parameter set it lists for this GPU and shape")
     args = parser.parse_args()
@@ -253,7 +278,8 @@ def main() -> int:
             json.dump(table, f, indent=1)
 
     save(measure(set(args.ops.split(",")) if args.ops else None, args.tuned, args.table,
-                 set(args.dtypes.split(",")) if args.dtypes else None, save))
+                 set(args.dtypes.split(",")) if args.dtypes else None, save,
+                 suite_shapes(args.shapes) if args.shapes else None))
     return 0
 
 

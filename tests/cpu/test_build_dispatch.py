@@ -113,3 +113,27 @@ def test_update_replaces_only_the_re_measured_dtypes_of_an_op():
     (a,) = _module().updated(old, [part])
     assert [(e["dtype"], e["candidates"][0]["impl"]) for e in a["entries"]] == [("bf16", "mma_sync"), ("tf32", "tf32_wgmma")]
     assert a["not_measured"] == ["hgemm bf16 64x64x64 mma_sync: FAIL"]
+
+
+def test_a_part_of_some_shapes_replaces_only_their_entries():
+    """--shapes: the part carries the shapes it measured; --update swaps those entries (and their
+    failure lines) and keeps the op's other shapes."""
+    def entry(shape, impl, figure):
+        return {"op": "hgemm", "dtype": "bf16", "shape": shape,
+                "candidates": [{"impl": impl, "params": {}, "figure": figure}]}
+
+    old = [{"gpu": "A", "command": "full", "measured": "d1",
+            "not_measured": ["hgemm bf16 4096x4096x4096 mma_sync: FAIL x", "hgemm bf16 1024x1024x1024 wmma: FAIL y"],
+            "entries": [entry([1024, 1024, 1024], "cublas", 1.0), entry([4096, 4096, 4096], "cublas", 2.0),
+                        {**entry([4096, 4096, 4096], "cublas", 3.0), "dtype": "fp16"}]}]
+    part = {"gpu": "A", "command": "part", "measured": "d2", "not_measured": [], "shapes": [[4096, 4096, 4096]],
+            "entries": [entry([4096, 4096, 4096], "persistent", 2.5)]}
+    (a,) = _module().updated(old, [part])
+    assert sorted((e["dtype"], e["shape"][0], e["candidates"][0]["impl"]) for e in a["entries"]) == [
+        ("bf16", 1024, "cublas"), ("bf16", 4096, "persistent"), ("fp16", 4096, "cublas")]
+    assert a["not_measured"] == ["hgemm bf16 1024x1024x1024 wmma: FAIL y"]
+    assert "shapes" not in a and a["command"] == "full ; part"
+
+
+def test_shapes_are_read_as_the_table_stores_them():
+    assert _module().suite_shapes("4096,1000x3000x2000") == [[4096, 4096, 4096], [1000, 3000, 2000]]
