@@ -238,7 +238,13 @@ def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
         def replaced(e) -> bool:
             return (e["op"], e["dtype"]) in pairs and (only is None or "x".join(map(str, e["shape"])) in only)
 
-        target["entries"] = [e for e in target["entries"] if not replaced(e)] + part["entries"]
+        if only is not None:  # entries keep their places (a small diff); shapes new to the table go last
+            key = lambda e: (e["op"], e["dtype"], tuple(e["shape"]))  # noqa: E731
+            fresh = {key(e): e for e in part["entries"]}
+            kept = [fresh.pop(key(e), e) if replaced(e) else e for e in target["entries"]]
+            target["entries"] = [e for e in kept if not (replaced(e) and e not in part["entries"])] + list(fresh.values())
+        else:
+            target["entries"] = [e for e in target["entries"] if not replaced(e)] + part["entries"]
         target["command"] = f'{target["command"]} ; {part["command"]}'
         target["measured"] = part["measured"]
         target["not_measured"] = [m for m in target.get("not_measured", []) if not stale(m)] + part.get("not_measured", [])

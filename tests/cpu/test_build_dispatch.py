@@ -129,8 +129,8 @@ def test_a_part_of_some_shapes_replaces_only_their_entries():
     part = {"gpu": "A", "command": "part", "measured": "d2", "not_measured": [], "shapes": [[4096, 4096, 4096]],
             "entries": [entry([4096, 4096, 4096], "persistent", 2.5)]}
     (a,) = _module().updated(old, [part])
-    assert sorted((e["dtype"], e["shape"][0], e["candidates"][0]["impl"]) for e in a["entries"]) == [
-        ("bf16", 1024, "cublas"), ("bf16", 4096, "persistent"), ("fp16", 4096, "cublas")]
+    assert [(e["dtype"], e["shape"][0], e["candidates"][0]["impl"]) for e in a["entries"]] == [
+        ("bf16", 1024, "cublas"), ("bf16", 4096, "persistent"), ("fp16", 4096, "cublas")], "in their places"
     assert a["not_measured"] == ["hgemm bf16 1024x1024x1024 wmma: FAIL y"]
     assert "shapes" not in a and a["command"] == "full ; part"
 
