@@ -279,3 +279,17 @@ def test_the_bench_workspace_clears_flags_only_where_another_shape_put_partials(
     ops.splitk_workspace(*sizes[many], 7)
     assert log[2:] == [("fill", 64, 0)]
     assert ops.splitk_workspace(0, 0, 7) == 0
+
+
+@pytest.mark.parametrize("slots, balance, clusters", [(66, 1, 64), (66, 0, 66), (60, 1, 52)])
+def test_the_runners_launch_is_balanced_on_the_slots_the_driver_reports(monkeypatch, slots, balance, clusters):
+    """tma_geometry (the bench runner's and the API's launch) caps the grid at the clusters the
+    driver says run at once, then balances the rounds on that many: 256 cluster tiles at 4096^3."""
+    from types import SimpleNamespace
+
+    from gemmlab.ops import hgemm_tma
+
+    monkeypatch.setattr(hgemm_tma, "max_active_clusters", lambda compiled, geometry: slots)
+    runner = SimpleNamespace(impl=PERSISTENT, params=PERSISTENT.resolve({"BALANCE": balance}), compiled=None)
+    launch = hgemm_tma.tma_geometry(runner, _p(4096, 4096, 4096))
+    assert launch.cluster == (2, 1, 1) and launch.grid == (2 * clusters, 1, 1)
