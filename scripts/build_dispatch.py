@@ -247,7 +247,9 @@ def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
             target["entries"] = [e for e in target["entries"] if not replaced(e)] + part["entries"]
         target["command"] = f'{target["command"]} ; {part["command"]}'
         target["measured"] = part["measured"]
-        target["not_measured"] = [m for m in target.get("not_measured", []) if not stale(m)] + part.get("not_measured", [])
+        fresh_messages = part.get("not_measured", [])
+        target["not_measured"] = [m for m in target.get("not_measured", [])
+                                  if not stale(m) and m not in fresh_messages] + fresh_messages
     return out
 
 
@@ -264,10 +266,14 @@ def main() -> int:
     parser.add_argument("--table", help="a dispatch table (e.g. src/gemmlab/api/dispatch.json): each kernel is also "
                                         "measured with every parameter set it lists for this GPU and shape")
     args = parser.parse_args()
+    if args.shapes and (not args.ops or set(args.ops.split(",")) - {"sgemm", "hgemm"}):
+        parser.error("--shapes picks GEMM shapes: give it with --ops sgemm and/or hgemm")
     if args.merge:
         from gemmlab.api.dispatch import validate_tables
 
         gpus = [json.load(open(path)) for path in args.merge]
+        if not args.update and any("shapes" in g for g in gpus):
+            parser.error("a table of some shapes (--shapes) goes in with --update, not as a GPU's whole table")
         if args.update:
             gpus = updated(json.load(open(args.update))["gpus"], gpus)
         data = {"version": 1, "suite": "scripts/build_dispatch.py (GEMM_SHAPES, BATCHES, SUM_SIZES)", "gpus": gpus}

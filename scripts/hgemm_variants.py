@@ -41,12 +41,15 @@ def main() -> None:
     ap.add_argument("--group-m", help="cluster-tile rows per group of the tile order (default 8)")
     ap.add_argument("--balance", help="1: clusters balanced over their rounds, 0: one per slot (default 1)")
     ap.add_argument("--layout", default="nn", help="nn, nt, tn or tt (tf32: nn or nt)")
-    ap.add_argument("--out-dtype", default="fp32", help="fp32, or c16: C in the 16-bit input type")
+    ap.add_argument("--out-dtype", default="fp32", choices=("fp32", "c16"),
+                    help="fp32, or c16: C in the 16-bit input type")
     ap.add_argument("--rows", help="BMxCONSUMERS of rung 5: 128x2 (default), 128x1, 64x1, 128x2p, 64x2p (ping-pong)")
     ap.add_argument("--from-dispatch", action="store_true",
                     help="start each shape from this GPU's dispatch-table pick; only given options change it")
     ap.add_argument("--times", action="store_true", help="median microseconds, not shares of cuBLAS")
     args = ap.parse_args()
+    if args.out_dtype == "c16" and args.dtype == "tf32":
+        ap.error("--out-dtype c16 is for 16-bit inputs: tf32 writes an fp32 C")
 
     from gemmlab import registry
     import gemmlab.ops.hgemm  # noqa: F401  (registers the hgemm ladder and cuBLAS)
@@ -59,10 +62,13 @@ def main() -> None:
     keys = {"bn": "BN", "cm": "CM", "cn": "CN", "splitk": "SPLITK", "tailk": "TAILK", "stages": "STAGES",
             "group_m": "GROUP_M", "balance": "BALANCE"}
 
-    def rows(text):  # BMxCONSUMERS[p] -> the rung-5 parameters it sets (none for the default, 128x2)
+    cooperative = {"BM": 128, "CONSUMERS": 2, "PINGPONG": 0}  # rung 5's default, rung 6's only arrangement
+
+    def rows(text):  # BMxCONSUMERS[p] -> the rung-5 parameters it sets
         bm, wg = text.rstrip("p").split("x")
         values = {"BM": int(bm), "CONSUMERS": int(wg), "PINGPONG": int(text.endswith("p"))}
-        return {} if values == {"BM": 128, "CONSUMERS": 2, "PINGPONG": 0} else values
+        # rung 6 has no such parameters: the default arrangement is all it can take
+        return {} if values == cooperative and "BM" not in base.defaults else values
 
     # each option: the values to try, or (with --from-dispatch and the option not given) the pick's
     given = {name: getattr(args, name) for name in list(keys) + ["rows"]}

@@ -58,3 +58,15 @@ def test_from_dispatch_changes_only_the_options_given(timed):
 def test_tf32_takes_no_rung5_rows(timed):
     seen = timed(["--dtype", "tf32", "--sizes", "1024", "--bn", "128", "--cm", "1", "--splitk", "1"])
     assert [n for n, _ in seen["1024x1024x1024"]] == ["bn128-s1"]
+
+
+def test_rows_given_override_the_picks_arrangement(timed):
+    """A ping-pong pick and --rows 128x2,128x2p: the cooperative column is measured too."""
+    seen = timed(["--sizes", "4096", "--from-dispatch", "--rows", "128x2,128x2p"],
+                 pick={"BN": 128, "CM": 2, "STAGES": 6, "PINGPONG": 1})
+    assert [(n, v["PINGPONG"]) for n, v in seen["4096x4096x4096"]] == [("bn128-p6", 0), ("bn128-pp1-p6", 1)]
+
+
+def test_a_16_bit_c_needs_16_bit_inputs(timed):
+    with pytest.raises(SystemExit):
+        timed(["--dtype", "tf32", "--out-dtype", "c16"])

@@ -390,9 +390,10 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
         unsigned chunk_no = 0;
         // this consumer's first 64-row block of the tile: its half, or (ping-pong) the whole tile's
         const int blk0 = PP ? 0 : half * MB;
-        // u: the CTA's work units so far; under ping-pong this warpgroup takes those with u % 2 == half
-        for (int tile = cluster, slice = -1, u = 0; next_unit(tile, slice, whole, tiles - whole, splits);
-             tile += clusters, ++u) {
+        // unit_no: the CTA's work units so far; under ping-pong this warpgroup takes those with
+        // unit_no % 2 == half
+        for (int tile = cluster, slice = -1, unit_no = 0; next_unit(tile, slice, whole, tiles - whole, splits);
+             tile += clusters, ++unit_no) {
             int m0, n0, k0, k1;
             locate(tile, slice, m0, n0, k0, k1);
             if constexpr (RS)
@@ -401,11 +402,11 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
                 m0 += 64 * blk0;  // this consumer's first 64-row block
             const int nk = k1 - k0;  // the consumers count K tiles; only the producer needs where they are
             if constexpr (PP) {
-                if (u % 2 != half) {  // the other warpgroup's unit: its stages come next in the ring
+                if (unit_no % 2 != half) {  // the other warpgroup's unit: its stages come next in the ring
                     it += nk;
                     continue;
                 }
-                if (u > 0) named_barrier(4 + half, 256);  // the other has waited for its last stage
+                if (unit_no > 0) named_barrier(4 + half, 256);  // the other has waited for its last stage
             }
             if constexpr (RS || RSA) {
                 constexpr int KSTEPS = BK / KSTEP;
