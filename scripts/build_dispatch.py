@@ -238,11 +238,13 @@ def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
         def replaced(e) -> bool:
             return (e["op"], e["dtype"]) in pairs and (only is None or "x".join(map(str, e["shape"])) in only)
 
-        if only is not None:  # entries keep their places (a small diff); shapes new to the table go last
-            key = lambda e: (e["op"], e["dtype"], tuple(e["shape"]))  # noqa: E731
+        def key(e) -> tuple:
+            return e["op"], e["dtype"], tuple(e["shape"])
+
+        if only is not None:  # re-measured entries keep their places (a small diff); new shapes go last
             fresh = {key(e): e for e in part["entries"]}
-            kept = [fresh.pop(key(e), e) if replaced(e) else e for e in target["entries"]]
-            target["entries"] = [e for e in kept if not (replaced(e) and e not in part["entries"])] + list(fresh.values())
+            target["entries"] = [fresh.pop(key(e)) if key(e) in fresh else e for e in target["entries"]
+                                 if not replaced(e) or key(e) in fresh] + list(fresh.values())
         else:
             target["entries"] = [e for e in target["entries"] if not replaced(e)] + part["entries"]
         target["command"] = f'{target["command"]} ; {part["command"]}'

@@ -117,24 +117,18 @@ def main() -> None:
 
 def dispatch_pick(base, dtype: str, shape) -> dict:
     """The parameters of `base` this GPU's dispatch table ranks best at the measured shape nearest to
-    `shape` (as the API chooses among its entries), without the flags the problem sets."""
-    import math
-
+    `shape` (the API's own choice, dispatch.choose, with every other implementation refused),
+    without the flags the problem sets."""
     from gemmlab.api import dispatch
     from gemmlab.cuda.device import info
 
     gpu = info()
-    tables = dispatch.tables().get("gpus", [])
-    table = next((t for t in tables if t.get("gpu") == gpu.name), None) or next(
-        (t for t in tables if t.get("arch") == gpu.arch), {})
-    entries = [e for e in table.get("entries", []) if e["op"] == "hgemm" and e["dtype"] == dtype
-               and any(c["impl"] == base.name for c in e["candidates"])]
-    if not entries:
+    choice = dispatch.choose("hgemm", dtype, tuple(shape), gpu.name, gpu.arch,
+                             accepts=lambda impl: "" if impl == base.name else "not the kernel varied here")
+    if choice.impl != base.name:
         return {}
-    near = min(entries, key=lambda e: sum(abs(math.log(a / b)) for a, b in zip(e["shape"], shape)))
-    pick = next(c for c in near["candidates"] if c["impl"] == base.name)["params"]
     set_by_problem = ("DTYPE", "B_KMAJOR", "A_MNMAJOR", "OUT16")
-    return {k: v for k, v in pick.items() if k in base.defaults and k not in set_by_problem}
+    return {k: v for k, v in choice.params.items() if k in base.defaults and k not in set_by_problem}
 
 
 def variant_name(values: dict, defaults: dict) -> str:

@@ -70,3 +70,16 @@ def test_rows_given_override_the_picks_arrangement(timed):
 def test_a_16_bit_c_needs_16_bit_inputs(timed):
     with pytest.raises(SystemExit):
         timed(["--dtype", "tf32", "--out-dtype", "c16"])
+
+
+def test_the_dispatch_pick_is_the_apis_choice_among_the_kernels_candidates(monkeypatch):
+    import gemmlab.cuda.device as device
+    from gemmlab import registry
+
+    monkeypatch.setattr(device, "info", lambda index=0: SimpleNamespace(name="NVIDIA H100 80GB HBM3", arch="sm_90"))
+    pick = _module().dispatch_pick(registry.get("persistent", "hgemm"), "bf16", (4096, 4096, 4096))
+    assert pick["BN"] == 256 and pick["CM"] == 2, "the H100 table's best rung-5 parameters at 4096^3"
+    assert not {"DTYPE", "B_KMAJOR", "A_MNMAJOR", "OUT16"} & set(pick), "the problem sets those"
+    unknown = SimpleNamespace(name="some GPU", arch="sm_75")
+    monkeypatch.setattr(device, "info", lambda index=0: unknown)
+    assert _module().dispatch_pick(registry.get("persistent", "hgemm"), "bf16", (4096, 4096, 4096)) == {}
