@@ -298,4 +298,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main))

@@ -141,4 +141,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main))

@@ -8,21 +8,22 @@ stream, no synchronisation per call (apibench._host_us: median of 11 interleaved
 from __future__ import annotations
 
 import argparse
-
-import torch
-
-from gemmlab.apibench import _host_us
-from gemmlab.cuda import cublas, cublaslt
+import sys
 
 CASES = [("sgemm", "fp32", (64, 64, 64)), ("sgemm", "fp32", (1024, 1024, 1024)), ("sgemm", "fp32", (4096, 4096, 4096)),
          ("ex", "bf16", (64, 64, 64)), ("ex", "bf16", (1024, 1024, 1024)), ("ex", "bf16", (4096, 4096, 4096)),
          ("ex", "bf16", (1000, 3000, 2000)), ("ex", "tf32", (1024, 1024, 1024))]
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    import torch
+
+    from gemmlab.apibench import _host_us
+    from gemmlab.cuda import cublas, cublaslt
+
     torch.backends.cuda.matmul.allow_tf32 = False
     lines = ["| kind | dtype | MxNxK | torch.mm us | classic us | cublasLtMatmul us | Lt workspace |",
              "|---|---|---|---|---|---|---|"]
@@ -49,4 +50,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main, sys.argv[1:]))

@@ -140,4 +140,8 @@ def variant_name(values: dict, defaults: dict) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main))

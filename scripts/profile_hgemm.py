@@ -7,18 +7,27 @@
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 
 def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("name", help="an hgemm kernel (persistent, tf32_wgmma, ...)")
+    ap.add_argument("dtype", help="fp16, bf16 or tf32")
+    ap.add_argument("size", type=int, help="M = N = K")
+    ap.add_argument("params", nargs="*", metavar="NAME=VALUE", help="template parameters")
+    args = ap.parse_args(argv)
+    if any(kv.count("=") != 1 or not kv.split("=")[1].lstrip("-").isdigit() for kv in args.params):
+        ap.error("parameters are NAME=INTEGER")
     from gemmlab import registry
     from gemmlab.cuda.device import device
     from gemmlab.ops.hgemm import OP
     from gemmlab.ops.hgemm import HgemmRunner
     from gemmlab.problem import GemmProblem
 
-    name, dtype, size = argv[0], argv[1], int(argv[2])
-    params = dict(kv.split("=") for kv in argv[3:])
+    name, dtype, size = args.name, args.dtype, args.size
+    params = dict(kv.split("=") for kv in args.params)
     problem = GemmProblem(size, size, size, dtype=dtype)
     runner = HgemmRunner(registry.get(name, "hgemm"), {k: int(v) for k, v in params.items()}, dtype)
     A, B, C = OP.timing_inputs(problem, 1)
@@ -31,4 +40,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main, sys.argv[1:]))

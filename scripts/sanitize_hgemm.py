@@ -24,6 +24,7 @@ Exits 1 if any result is wrong.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 ANY_SHAPES = ((1, 1, 1), (1, 129, 67), (97, 1, 33), (127, 127, 127), (129, 257, 65), (31, 517, 203))
@@ -50,13 +51,15 @@ PINGPONG_PARAMS = (({"PINGPONG": 1, "BN": 128, "CM": 2, "STAGES": 6}, ("nn", "tt
 
 
 def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="?", default="all", help="kernels, comma-separated (default all)")
+    args = ap.parse_args(argv)
     from gemmlab import registry
     from gemmlab.harness.bench import verify_sweep
     from gemmlab.ops.hgemm import refusal
     from gemmlab.ops.hgemm_check import sweep_problems
 
-    names = argv[0] if argv else "all"
-    impls = registry.select(names, op="hgemm", with_baselines=False)
+    impls = registry.select(args.names, op="hgemm", with_baselines=False)
     failed = 0
     for dtype in ("fp16", "bf16", "tf32"):
         for impl in impls:
@@ -91,4 +94,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main, sys.argv[1:]))

@@ -9,9 +9,11 @@ Exits 1 if a result is wrong, so a silent out-of-bounds read that corrupts outpu
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 from gemmlab import registry
+from gemmlab.errors import run_script
 from gemmlab.harness.bench import verify_sweep
 from gemmlab.problem import BatchedGemmProblem, GemmProblem
 
@@ -25,11 +27,12 @@ EXTRA_SHAPES = ((256, 512, 1032, 1.0, 0.0), (300, 260, 2000, -1.0, 0.5), (2304, 
 
 
 def main(argv: list[str]) -> int:
-    op = "sgemm"
-    if argv[:1] == ["--op"]:
-        op, argv = argv[1], argv[2:]
-    names = argv[0] if argv else "all"
-    impls = registry.select(names, op=op, with_baselines=False)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="?", default="all", help="kernels, comma-separated (default all)")
+    ap.add_argument("--op", default="sgemm", choices=("sgemm", "bgemm"))
+    args = ap.parse_args(argv)
+    op = args.op
+    impls = registry.select(args.names, op=op, with_baselines=False)
     if op == "bgemm":  # three batches: the batch offsets break 16-byte alignment where K, N are odd
         problems = [BatchedGemmProblem(M, N, K, a, b, batch=3) for M, N, K, a, b in SHAPES]
     else:
@@ -48,4 +51,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_script(main, sys.argv[1:]))

@@ -12,6 +12,7 @@ result is wrong, so an out-of-bounds read that corrupts a sum also fails.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 SIZES = (1, 3, 33, 1000, 1025, 4097, 65537)
@@ -19,6 +20,9 @@ MISALIGNED_SIZES = (1, 2, 5, 4099)
 
 
 def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="?", default="all", help="kernels, comma-separated (default all)")
+    args = ap.parse_args(argv)
     import cupy as cp
     import numpy as np
 
@@ -29,8 +33,7 @@ def main(argv: list[str]) -> int:
     from gemmlab.ops.reduce_passes import ReduceRunner, value_of
     from gemmlab.ops.reduce_check import check_sum, make_input, reference
 
-    names = argv[0] if argv else "all"
-    impls = registry.select(names, op="reduce", with_baselines=False)
+    impls = registry.select(args.names, op="reduce", with_baselines=False)
     failed = 0
     for r in verify_sweep(impls, SIZES, host_data=True, special=False):
         print(f"{r.impl:18s} n={r.problem.n:<8d} {r.status} {r.reason}", flush=True)
@@ -59,4 +62,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main, sys.argv[1:]))

@@ -49,3 +49,26 @@ class VerificationError(GemmlabError):
     """A kernel's result differs from the fp64 reference beyond the stated bound."""
 
     exit_code = 1
+
+
+def run_script(main, *args) -> int:
+    """The exit status of a scripts/ entry point `main(*args)`, with the CLI's rule for failures:
+    a GemmlabError (bad input, no GPU, a compile failure) or a missing optional module becomes one
+    line on stderr and its exit code, never a traceback. Returns main's own status otherwise
+    (None counts as 0)."""
+    import sys
+    from pathlib import Path
+
+    name = Path(sys.argv[0]).name or "script"
+    try:
+        status = main(*args)
+    except GemmlabError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except ModuleNotFoundError as exc:
+        print(f"{name}: error: needs the module {exc.name!r}, which is not installed here", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{name}: error: interrupted", file=sys.stderr)
+        return 130
+    return int(status or 0)
