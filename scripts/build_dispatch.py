@@ -273,11 +273,21 @@ def main() -> int:
     if args.merge:
         from gemmlab.api.dispatch import validate_tables
 
-        gpus = [json.load(open(path)) for path in args.merge]
+        def read(path):
+            try:
+                with open(path) as f:
+                    return json.load(f)
+            except (OSError, ValueError) as exc:
+                parser.error(f"{path}: {exc}")
+
+        gpus = [read(path) for path in args.merge]
         if not args.update and any("shapes" in g for g in gpus):
             parser.error("a table of some shapes (--shapes) goes in with --update, not as a GPU's whole table")
         if args.update:
-            gpus = updated(json.load(open(args.update))["gpus"], gpus)
+            full = read(args.update)
+            if not isinstance(full, dict) or "gpus" not in full:
+                parser.error(f"{args.update}: not a dispatch table (no 'gpus')")
+            gpus = updated(full["gpus"], gpus)
         data = {"version": 1, "suite": "scripts/build_dispatch.py (GEMM_SHAPES, BATCHES, SUM_SIZES)", "gpus": gpus}
         problems_found = validate_tables(data)
         if problems_found:

@@ -129,6 +129,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--warm-cache", action="store_true", help="every mode from a cache holding every point")
     args = ap.parse_args()
+    unknown = set(args.modes.split(",")) - {"local1", "localN", "daskN"}
+    if unknown:
+        ap.error(f"--modes: unknown {', '.join(sorted(unknown))}; choose from local1, localN, daskN")
     args.gpus = args.gpus.split(",")
     args.out.mkdir(parents=True, exist_ok=True)
     cache = fill_cache(args.impl) if args.warm_cache else None

@@ -15,7 +15,7 @@ CASES = [("sgemm", "fp32", (64, 64, 64)), ("sgemm", "fp32", (1024, 1024, 1024)),
          ("ex", "bf16", (1000, 3000, 2000)), ("ex", "tf32", (1024, 1024, 1024))]
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown")
     args = ap.parse_args(argv)

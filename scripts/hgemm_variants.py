@@ -30,7 +30,7 @@ import itertools
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--dtype", default="bf16", choices=("fp16", "bf16", "tf32"))
     ap.add_argument("--sizes", default="512x512x8192,1024,1000x3000x2000,3072,128x4096x4096,2048,4097")
     ap.add_argument("--bn", help="block tile columns (default 128,256)")
     ap.add_argument("--cm", help="CTAs per cluster along M (default 1,2)")
@@ -73,10 +73,14 @@ def main() -> None:
     # each option: the values to try, or (with --from-dispatch and the option not given) the pick's
     given = {name: getattr(args, name) for name in list(keys) + ["rows"]}
     choices = {name: (text or ("" if args.from_dispatch else defaults[name])) for name, text in given.items()}
-    axes = [[{}] if not text else
-            [rows(r) for r in text.split(",")] if name == "rows" else
-            [{keys[name]: int(x)} for x in text.split(",")]
-            for name, text in choices.items()]
+    try:
+        axes = [[{}] if not text else
+                [rows(r) for r in text.split(",")] if name == "rows" else
+                [{keys[name]: int(x)} for x in text.split(",")]
+                for name, text in choices.items()]
+    except ValueError:
+        ap.error("--bn, --cm, --cn, --splitk, --tailk, --stages, --group-m and --balance take comma-separated "
+                 "integers, --rows BMxCONSUMERS (e.g. 128x2, 64x2p)")
     out = args.out_dtype if args.out_dtype != "c16" else args.dtype
     impls_cublas = registry.get("cublas", "hgemm")
     options = BenchOptions(warmup=3, repeat=10, min_time_ms=20.0)

@@ -14,11 +14,13 @@ import sys
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("name", help="an hgemm kernel (persistent, tf32_wgmma, ...)")
-    ap.add_argument("dtype", help="fp16, bf16 or tf32")
+    ap.add_argument("dtype", choices=("fp16", "bf16", "tf32"))
     ap.add_argument("size", type=int, help="M = N = K")
     ap.add_argument("params", nargs="*", metavar="NAME=VALUE", help="template parameters")
     args = ap.parse_args(argv)
-    if any(kv.count("=") != 1 or not kv.split("=")[1].lstrip("-").isdigit() for kv in args.params):
+    try:
+        params = {k: int(v) for k, v in (kv.split("=") for kv in args.params)}
+    except ValueError:  # no "=", two of them, or a value int() refuses
         ap.error("parameters are NAME=INTEGER")
     from gemmlab import registry
     from gemmlab.cuda.device import device
@@ -27,9 +29,8 @@ def main(argv: list[str]) -> int:
     from gemmlab.problem import GemmProblem
 
     name, dtype, size = args.name, args.dtype, args.size
-    params = dict(kv.split("=") for kv in args.params)
     problem = GemmProblem(size, size, size, dtype=dtype)
-    runner = HgemmRunner(registry.get(name, "hgemm"), {k: int(v) for k, v in params.items()}, dtype)
+    runner = HgemmRunner(registry.get(name, "hgemm"), params, dtype)
     A, B, C = OP.timing_inputs(problem, 1)
     stream = device().create_stream()
     for _ in range(4):

@@ -53,9 +53,9 @@ class VerificationError(GemmlabError):
 
 def run_script(main, *args) -> int:
     """The exit status of a scripts/ entry point `main(*args)`, with the CLI's rule for failures:
-    a GemmlabError (bad input, no GPU, a compile failure) or a missing optional module becomes one
+    a GemmlabError (bad input, no GPU, a compile failure) or a missing optional package becomes one
     line on stderr and its exit code, never a traceback. Returns main's own status otherwise
-    (None counts as 0)."""
+    (None counts as 0). A missing gemmlab module is a bug, and is raised as one."""
     import sys
     from pathlib import Path
 
@@ -66,6 +66,8 @@ def run_script(main, *args) -> int:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except ModuleNotFoundError as exc:
+        if not exc.name or exc.name.split(".")[0] == "gemmlab":  # a bug of ours, not a missing package
+            raise
         print(f"{name}: error: needs the module {exc.name!r}, which is not installed here", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
