@@ -18,36 +18,13 @@ from . import ops, registry
 from .errors import BadArgumentError, GemmlabError
 from .harness import session
 from .harness.bench import BenchOptions
-from .harness.ui import console, fmt_params, params_for
+from .harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
 from .profile import commands as profile_commands
 from .tune.command import run_tune_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Write, verify, time and explain GPU GEMM and reduction kernels.")
 OP_HELP = "the op: " + " | ".join(ops.names())
-# Options that only some ops take, and the ops that take them (for a one-line refusal).
-_OP_OPTIONS = {"dtype": ("hgemm",), "layout": ("hgemm",), "out_dtype": ("hgemm",), "n": ("reduce",),
-               "batch": ("bgemm",)}
-# --layout: op(A) op(B) in BLAS's letters for row-major arrays (n: as the product uses it, t: given
-# transposed), the names cuBLAS's own GEMM kernels and transa/transb carry; nt is x @ W.T.
-LAYOUT_HELP = ("hgemm: operand layout op(A) op(B): nn (A MxK, B KxN), nt (B given as its NxK transpose: "
-               "x @ W.T, F.linear's layout; read in place by persistent and tf32_wgmma), tn (A given as its KxM "
-               "transpose; read in place by persistent and tf32_wgmma) or tt (both); default nn")
-OUT_HELP = ("hgemm: the type of C: fp32 (default) or the input type (fp16 | bf16: fp32 accumulation and "
-            "epilogue, rounded to nearest even, as torch.mm writes it; persistent and the baselines)")
-_SHAPE_OPTIONS = ("M", "N", "K", "sizes")
-
-
-def _shape_args(op_name: str, **given) -> ops.ShapeArgs:
-    """The problem options, each refused in one line where the op does not take it."""
-    ops.get(op_name)
-    for option, owners in _OP_OPTIONS.items():
-        if given.get(option) is not None and op_name not in owners:
-            hint = "; use --M/--N/--K or --sizes" if option == "n" else ""
-            raise BadArgumentError(f"--{option.replace('_', '-')} is for --op {' or '.join(owners)}{hint}")
-    if op_name == "reduce" and any(given.get(o) is not None for o in _SHAPE_OPTIONS):
-        raise BadArgumentError("--M/--N/--K and --sizes are for the GEMM ops; use --n for --op reduce")
-    return ops.ShapeArgs(**given)
 
 
 @app.command("list")
@@ -121,7 +98,7 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
 @app.command()
 def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
            op: str = typer.Option("sgemm", help=OP_HELP),
-           dtype: Optional[str] = typer.Option(None, help="hgemm: input type fp16 | bf16 | tf32 (default fp16)"),
+           dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
            layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
            out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help=OUT_HELP),
            n: Optional[str] = typer.Option(None, "--n", help="reduce: element counts (default: the edge-case sweep)"),
@@ -131,7 +108,7 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
            alpha: float = typer.Option(1.5), beta: float = typer.Option(-0.75),
            params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
     """Verify against fp64 over the op's edge-case sweep (or one --M/--N/--K shape, or --n sizes)."""
-    args = _shape_args(op, M=M, N=N, K=K, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype, layout=layout,
+    args = ops.shape_args(op, M=M, N=N, K=K, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype, layout=layout,
                        out_dtype=out_dtype)
     session.verify(op, impl, args, params)
 
@@ -146,7 +123,7 @@ BENCH_IMPL_HELP = ("kernel name, a,b,c or all (with the baselines). `dispatch`: 
 @app.command()
 def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
           op: str = typer.Option("sgemm", help=OP_HELP),
-          dtype: Optional[str] = typer.Option(None, help="hgemm: input type fp16 | bf16 | tf32 (default fp16)"),
+          dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
           layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
           out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help=OUT_HELP),
           n: Optional[str] = typer.Option(None, "--n", help="reduce: element counts, e.g. 1024,2^20,2^20+7"),
@@ -174,7 +151,7 @@ def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
 
         bench_api(api, sizes, n, markdown)
         return
-    args = _shape_args(op, M=M, N=N, K=K, sizes=sizes, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype,
+    args = ops.shape_args(op, M=M, N=N, K=K, sizes=sizes, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype,
                        layout=layout, out_dtype=out_dtype)
     options = BenchOptions(warmup=warmup, repeat=repeat, flush=flush, check=check)
     from .apichoice import resolve  # the API's choice, handed down: the harness may not import the API

@@ -30,6 +30,10 @@ def test_no_ncu_is_one_line(capsys, monkeypatch, tmp_path):
     (["profile", "--impl", "naive,vectorize", "--params", "BM=64"], "exactly one kernel"),
     (["profile", "--impl", "vectorize", "--params", "TM=3"], "TM must divide BM"),
     (["analyze", "--impl", "cublas"], "names no kernel"),
+    (["analyze", "--impl", "naive", "--dtype", "bf16"], "--dtype is for --op hgemm"),
+    (["analyze", "--op", "reduce", "--impl", "shuffle", "--batch", "2"], "--batch is for --op bgemm"),
+    (["analyze", "--op", "hgemm", "--impl", "persistent", "--dtype", "fp64"], "fp64"),
+    (["profile", "--op", "hgemm"], "profile takes these ops"),
 ])
 def test_bad_input_is_one_line(capsys, args, needle):
     code, out, err = run(capsys, *args)

@@ -145,3 +145,82 @@ def test_main_loop_is_an_innermost_loop():
     fn = sass.parse_sass(text)[0]
     assert fn.loops() == [(0x20, 0x40), (0x10, 0x60)]
     assert fn.main_loop() == (0x20, 0x40)
+
+
+def test_main_loop_of_a_wgmma_kernel_is_its_k_loop_not_a_retry_branch():
+    """A wgmma K loop holds an mbarrier spin loop; the waits' out-of-line retry blocks at the
+    function's end branch back into the K loop. Such a branch spans the epilogue (FFMAs, stores)
+    and a second copy of the K step, so it 'holds' more HGMMAs, but it crosses the K loop rather
+    than nesting around it: not the main loop."""
+    text = """
+        Function : k
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R2], R3 ;
+        /*0020*/              @!P0 BRA 0x10 ;
+        /*0030*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR16], R24 ;
+        /*0040*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR16], R24, gsb0 ;
+        /*0050*/              @P1  BRA 0x10 ;
+        /*0060*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR16], R24 ;
+        /*0070*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR16], R24 ;
+        /*0080*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR16], R24, gsb0 ;
+        /*0090*/                   FFMA R3, R4, R5, R3 ;
+        /*00a0*/                   STS.64 [R2], R4 ;
+        /*00b0*/                   EXIT ;
+        /*00c0*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R2], R3 ;
+        /*00d0*/              @!P0 BRA 0x40 ;
+    """
+    fn = sass.parse_sass(text)[0]
+    assert (0x40, 0xd0) in fn.loops()
+    assert fn.mix(0x40, 0xd0)["HGMMA"] > fn.mix(0x10, 0x50)["HGMMA"]
+    assert fn.main_loop() == (0x10, 0x50)
+
+
+def test_main_loop_of_a_wmma_kernel_holds_its_copy_loops():
+    """wmma's K loop holds loops that copy the next tiles (global loads, shared stores): the loop
+    with the tensor MMAs is the main loop all the same, not one of those or the epilogue's."""
+    text = """
+        Function : k
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E R4, [R2] ;
+        /*0020*/                   STS [R5], R4 ;
+        /*0030*/              @P0  BRA 0x10 ;
+        /*0040*/                   HMMA.16816.F32 R8, R12, R14, R8 ;
+        /*0050*/                   HMMA.16816.F32 R8, R12, R14, R8 ;
+        /*0060*/              @P1  BRA 0x10 ;
+        /*0070*/                   FFMA R3, R4, R5, R3 ;
+        /*0080*/                   STG.E [R2], R3 ;
+        /*0090*/              @P2  BRA 0x70 ;
+        /*00a0*/                   EXIT ;
+    """
+    fn = sass.parse_sass(text)[0]
+    assert fn.main_loop() == (0x10, 0x60)
+
+
+def test_analyze_a_tensor_core_rung_as_bench_builds_it(capsys, tmp_path, monkeypatch):
+    """--op hgemm: the kernel built for the --dtype, --layout and --out-dtype given (the flags the
+    problem sets, as bench sets them), with no GPU."""
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    db = tmp_path / "r.db"
+    code = main(["analyze", "--op", "hgemm", "--impl", "persistent", "--dtype", "bf16", "--layout", "nt",
+                 "--out-dtype", "bf16", "--db", str(db)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "theoretical occupancy on sm_90" in out.out and "1 blocks x 12 warps = 12 of 64 warps" in out.out
+    from gemmlab.profile import rows
+
+    (row,) = rows.select(rows.connect(db), "analyses")
+    assert row["op"] == "hgemm" and row["impl"] == "persistent" and row["threads"] == 384
+    params = row["params"]
+    assert (params["DTYPE"], params["B_KMAJOR"], params["OUT16"], params["A_MNMAJOR"]) == (1, 1, 1, 0)
+    assert row["spill_stores"] == 0 and row["blocks_per_sm"] == 1
+    if sass.find_tool() is not None:
+        assert row["sass"]["loop"]["HGMMA"] == 4  # one m64n256k16 per 16 of a 64-wide K tile
+
+
+def test_analyze_skips_the_wgmma_rungs_on_an_older_arch(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    code = main(["analyze", "--op", "hgemm", "--impl", "wmma,persistent", "--arch", "sm_80", "--no-store"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "persistent: not built for sm_80 (needs sm_90a)" in out.out
+    assert "wmma" in out.out and "theoretical occupancy on sm_80" in out.out

@@ -1,5 +1,5 @@
-"""What every command shows and parses the same way: the console, the progress bar, and
-NAME=VALUE parameter lists."""
+"""What every command shows and parses the same way: the console, the progress bar,
+NAME=VALUE parameter lists and the help of the hgemm problem options."""
 from __future__ import annotations
 
 import sys
@@ -11,6 +11,17 @@ from ..errors import BadArgumentError
 
 # Logs and pipes get wide tables instead of 80-column ones with truncated cells.
 console = Console(width=None if sys.stdout.isatty() else 200)
+
+
+# The hgemm problem options, as every command that takes them explains them.
+DTYPE_HELP = "hgemm: input type fp16 | bf16 | tf32 (default fp16)"
+# --layout: op(A) op(B) in BLAS's letters for row-major arrays (n: as the product uses it, t: given
+# transposed), the names cuBLAS's own GEMM kernels and transa/transb carry; nt is x @ W.T.
+LAYOUT_HELP = ("hgemm: operand layout op(A) op(B): nn (A MxK, B KxN), nt (B given as its NxK transpose: "
+               "x @ W.T, F.linear's layout; read in place by persistent and tf32_wgmma), tn (A given as its KxM "
+               "transpose; read in place by persistent and tf32_wgmma) or tt (both); default nn")
+OUT_HELP = ("hgemm: the type of C: fp32 (default) or the input type (fp16 | bf16: fp32 accumulation and "
+            "epilogue, rounded to nearest even, as torch.mm writes it; persistent and the baselines)")
 
 
 def fmt_params(values: dict) -> str:

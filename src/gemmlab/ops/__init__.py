@@ -17,6 +17,25 @@ def get(name: str) -> Op:
     return OPS[name]
 
 
+# Options that only some ops take, and the ops that take them (for a one-line refusal).
+OP_OPTIONS = {"dtype": ("hgemm",), "layout": ("hgemm",), "out_dtype": ("hgemm",), "n": ("reduce",),
+              "batch": ("bgemm",)}
+SHAPE_OPTIONS = ("M", "N", "K", "sizes")
+
+
+def shape_args(op_name: str, **given) -> ShapeArgs:
+    """The problem options a command was given, each refused in one line where the op does not
+    take it (--dtype for sgemm, --n for a GEMM, --M for reduce, ...)."""
+    get(op_name)
+    for option, owners in OP_OPTIONS.items():
+        if given.get(option) is not None and op_name not in owners:
+            hint = "; use --M/--N/--K or --sizes" if option == "n" else ""
+            raise BadArgumentError(f"--{option.replace('_', '-')} is for --op {' or '.join(owners)}{hint}")
+    if op_name == "reduce" and any(given.get(o) is not None for o in SHAPE_OPTIONS):
+        raise BadArgumentError("--M/--N/--K and --sizes are for the GEMM ops; use --n for --op reduce")
+    return ShapeArgs(**given)
+
+
 def names() -> list[str]:
     return list(OPS)
 
@@ -26,4 +45,4 @@ def of(problem) -> Op:
     return get(problem.op)
 
 
-__all__ = ["Op", "ShapeArgs", "get", "names", "of"]
+__all__ = ["Op", "ShapeArgs", "get", "names", "of", "shape_args"]

@@ -152,6 +152,12 @@ class Op:
         DTYPE flag): prepare() applies them, and a tuning space holds them fixed."""
         return {}
 
+    def kernel_params(self, impl: Any, params: Mapping[str, int] | None, problem) -> dict[str, int]:
+        """The parameters `impl` is built with for `problem`: `params` (a user's or a table's)
+        with what the problem sets (fixed_params). What prepare_for's runner compiles; `analyze`
+        builds the same kernel with no GPU."""
+        return {**(params or {}), **self.fixed_params(impl, getattr(problem, "dtype", "fp32"))}
+
     def prepare(self, impl: Any, params: Mapping[str, int] | None, dtype: str):
         """A runner: `impl` compiled for this device (or a usable baseline), ready to enqueue."""
         raise NotImplementedError

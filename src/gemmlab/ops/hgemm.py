@@ -48,9 +48,7 @@ class HgemmRunner(PreparedImpl):
 
     def __init__(self, impl: Any, params: Mapping[str, int] | None = None, dtype: str = "fp16",
                  arch: str | None = None, layout: str = "nn", out_dtype: str = "fp32"):
-        params = {**OP.layout_defaults(impl, dtype, layout), **(params or {}),
-                  **OP.fixed_params(impl, dtype, layout, out_dtype)}
-        super().__init__(impl, params, arch)
+        super().__init__(impl, OP.build_params(impl, params, dtype, layout, out_dtype), arch)
         self.dtype, self.layout, self.out_dtype = dtype, layout, out_dtype
 
     def check(self, problem: GemmProblem, A, B, C) -> None:
@@ -216,6 +214,15 @@ class HgemmOp(GemmOp):
         if not impl.failed_constraints(own):
             return {}
         return {k: v for k, v in _kernels.layout_defaults(dtype, layout).items() if k in own}
+
+    def build_params(self, impl, params, dtype: str, layout: str = "nn", out_dtype: str = "fp32") -> dict[str, int]:
+        """A kernel's parameters for one input type, layout and C type: the layout's defaults
+        where the kernel's own break a constraint there, then `params`, then the flags those set."""
+        return {**self.layout_defaults(impl, dtype, layout), **(params or {}),
+                **self.fixed_params(impl, dtype, layout, out_dtype)}
+
+    def kernel_params(self, impl, params, problem) -> dict[str, int]:
+        return self.build_params(impl, params, problem.dtype, problem.layout, problem.out_dtype)
 
     def prepare(self, impl, params, dtype):
         return HgemmRunner(impl, params, dtype)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from .. import ops, registry
 from ..errors import BadArgumentError, GemmlabError
-from ..harness.ui import console, params_for
+from ..harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, params_for
 
 DEFAULT_SHAPE = 4096
 
@@ -59,7 +59,8 @@ PROFILED_OPS = ("sgemm", "reduce")  # the ops the profile target process can run
 def _check_op(op: str) -> None:
     ops.get(op)  # an unknown op: one line naming the known ones
     if op not in PROFILED_OPS:
-        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce (profile and analyze take these ops)")
+        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce (profile takes these ops; analyze takes "
+                               f"every op)")
 
 
 def _fmt(value, digits: int) -> str:
@@ -161,9 +162,13 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
 
 
 def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder, all, a kernel name or a,b,c"),
-            op: str = typer.Option("sgemm", help="sgemm | reduce"),
+            op: str = typer.Option("sgemm", help="the op: " + " | ".join(ops.names())),
             n: Optional[int] = typer.Option(None, "--n", min=1, help=f"reduce: element count for the launch "
                                                                       f"geometry (default {DEFAULT_REDUCE_N})"),
+            dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
+            layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
+            out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help=OUT_HELP),
+            batch: Optional[int] = typer.Option(None, min=1, help="bgemm: batch count (default 1)"),
             arch: str = typer.Option("sm_90", help="sm_80 | sm_86 | sm_89 | sm_90"),
             params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
             M: int = typer.Option(DEFAULT_SHAPE, "--M", min=1, help="shape for the launch geometry"),
@@ -173,29 +178,40 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
             loop: bool = typer.Option(False, "--loop", help="print the SASS of each kernel's main loop"),
             db: Optional[Path] = typer.Option(None, help="store the rows here (default ./gemmlab-results/results.db)"),
             store_rows: bool = typer.Option(True, "--store/--no-store", help="write the rows to the database")) -> None:
-    """Registers, shared memory, theoretical occupancy and SASS mix of kernels; no GPU needed."""
+    """Registers, shared memory, theoretical occupancy and SASS mix of kernels; no GPU needed.
+    Every op: the tensor-core rungs (--op hgemm, built for the --dtype, --layout and --out-dtype
+    given, as bench builds them) show their wgmma (HGMMA) main loop."""
     from ..envinfo import collect_env
-    from ..problem import GemmProblem
     from ..store import DEFAULT_DB, ResultStore
     from . import rows
     from .analysis import analyze as run_analysis
     from .occupancy import limits_for
     from .sass import MIX_COLUMNS, find_tool
 
-    _check_op(op)
+    the_op = ops.get(op)
     limits = limits_for(arch)
     specs = [i for i in _select(impl, with_baselines=False, op=op) if i.kind == "kernel"]
     if not specs:
         raise BadArgumentError(f"--impl {impl!r} names no kernel (baselines have no code to analyze)")
     chosen = params_for(specs, params)
-    if op == "reduce":
+    given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
+    if op == "reduce":  # --M/--N/--K have defaults here: only the options given are checked
+        ops.shape_args(op, **given)
         from ..problem import ReduceProblem
 
         problem = ReduceProblem(n or DEFAULT_REDUCE_N)
     else:
-        problem = GemmProblem(M, N, K)
+        problem = the_op.problems(ops.shape_args(op, M=M, N=N, K=K, **given))[0]
     tool = find_tool()
-    results = [run_analysis(s, chosen.get(s.name), arch, problem, tool=tool) for s in specs]
+    skipped = []
+    for s in list(specs):
+        try:
+            s.arch_for(arch)
+        except BadArgumentError:  # a wgmma rung on sm_80: not built, said so below
+            skipped.append(f"{s.name}: not built for {arch} (needs {s.arch})")
+            specs.remove(s)
+    results = [run_analysis(s, the_op.kernel_params(s, chosen.get(s.name), problem), arch, problem, tool=tool)
+               for s in specs]
 
     comp = Table(title=f"compile report ({arch}, ptxas)")
     for col in ("kernel", "parameters", "regs", "smem static B", "smem dynamic B", "stack B", "spill st B", "spill ld B"):
@@ -249,6 +265,8 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     reasons = {a.sass_reason for a in results if a.sass_reason}
     for reason in reasons:
         console.print(reason, highlight=False, markup=False)
+    for line in skipped:
+        console.print(line, highlight=False, markup=False)
 
     if store_rows:
         db_path = Path(db or DEFAULT_DB)

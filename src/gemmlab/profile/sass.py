@@ -5,7 +5,7 @@ SASS. The mix counts the instructions that tell a GEMM's story: FFMA (the work),
 loads by width (LDS vs LDS.128: what vectorising buys), global loads by width (LDG.E vs
 LDG.E.128), LDGSTS (cp.async), shared stores, barriers and tensor-core MMAs. Counts are
 static (instructions in the code, not executed ones), for the whole kernel and for its
-main loop: the backward branch whose body holds the most FFMAs.
+main loop: the backward branch whose body holds the most FFMAs (or tensor-core MMAs).
 """
 from __future__ import annotations
 
@@ -119,9 +119,14 @@ class SassFunction:
                 if ins.target is not None and ins.target <= ins.addr and ins.opcode.startswith("BRA")]
 
     def main_loop(self) -> tuple[int, int] | None:
-        """The loop whose body holds the most FFMAs (a GEMM's K loop; of two copies with as many
-        FFMAs, e.g. a kernel's straight-line loop and its general one, the shorter: the fast
-        path); without FFMA, the most FADDs and loads (a reduction's grid-stride loop); ties:
+        """In a tensor-core kernel (HMMA or HGMMA in some loop), the loop holding the most of
+        them, the innermost that does and, of equals, the shortest: its K loop, which may hold
+        loops of its own that copy tiles (wmma) or wait on mbarriers (wgmma). A branch back from
+        the function's end into the K loop (an mbarrier wait's out-of-line retry) spans the
+        epilogue too and crosses the K loop rather than nesting in or around it: not a loop.
+        Otherwise the loop whose body holds the most FFMAs (a GEMM's K loop; of two copies with
+        as many FFMAs, e.g. a kernel's straight-line loop and its general one, the shorter: the
+        fast path); without FFMA, the most FADDs and loads (a reduction's grid-stride loop); ties:
         the shortest. Only innermost working loops count: a loop around the K loop (stream-K's walk
         over tiles, a persistent kernel's tile loop) holds its FFMAs too but is not the hot loop;
         a loop whose only inner loop does no work (an mbarrier wait's spin, as in rung 15's K
@@ -129,13 +134,29 @@ class SassFunction:
         def work(m) -> int:
             return m["FADD"] + m["LDG"] + m["LDG.128"] + m["LDS"] + m["LDS.128"]
 
-        best, key = None, None
+        def tensor(m) -> int:
+            return m["HMMA"] + m["HGMMA"]
+
         loops = self.loops()
+        mixes = {loop: self.mix(*loop) for loop in loops}
+
+        def inside(lo, hi):
+            return [mixes[(a, b)] for a, b in loops if lo <= a and b <= hi and (a, b) != (lo, hi)]
+
+        def retry(r, other) -> bool:  # r starts inside `other` and ends past it: a branch back from later code
+            return other[0] < r[0] <= other[1] < r[1]
+
+        with_mma = [r for r in loops if tensor(mixes[r])]
+        mma = [r for r in with_mma if not any(tensor(m) for m in inside(*r))
+               and not any(retry(r, other) for other in with_mma)]
+        if mma:
+            return max(mma, key=lambda r: (tensor(mixes[r]), -mixes[r]["total"], -(r[1] - r[0])))
+
+        best, key = None, None
         for lo, hi in loops:
-            inner = [self.mix(a, b) for a, b in loops if lo <= a and b <= hi and (a, b) != (lo, hi)]
-            if any(m["FFMA"] or work(m) for m in inner):
+            if any(m["FFMA"] or work(m) for m in inside(lo, hi)):
                 continue
-            m = self.mix(lo, hi)
+            m = mixes[(lo, hi)]
             work_here = work(m)
             k = (m["FFMA"], -m["total"], work_here, -(hi - lo)) if m["FFMA"] else (0, 0, work_here, -(hi - lo))
             if (m["FFMA"] or work_here) and (key is None or k > key):
