@@ -54,7 +54,11 @@ def test_list_shows_the_ladder(capsys):
 def test_env_works_without_gpu(capsys):
     code, out, err = run(capsys, "env")
     assert code == 0, err
-    assert "gpu" in out.lower()
+    assert "nvrtc" in out.lower(), "the compiler is reported with or without a GPU"
+    reason = [line for line in out.splitlines() if "gpu_reason" in line]
+    assert len(reason) == 1
+    if not _has_gpu():  # why there is none, as the GPU commands would say it
+        assert "no NVIDIA driver" in reason[0] or "no CUDA device" in reason[0], reason[0]
 
 
 def test_console_script_entry_point_runs():

@@ -53,7 +53,9 @@ def test_header_change_changes_the_key(monkeypatch):
 
 def test_compile_error_carries_the_log(tmp_path, monkeypatch):
     bad = tmp_path / "bad.cu"
-    bad.write_text("namespace gemmlab { template <int X> __global__ void k() { this is not C++; } }\n")
+    # a plain kernel, so the only error is the bad statement (a template with no parameter to
+    # instantiate it would fail on the name instead, and pass this test for the wrong reason)
+    bad.write_text("namespace gemmlab { __global__ void k() { int x = undeclared_name_42; (void)x; } }\n")
     monkeypatch.setattr(cc, "KERNEL_DIR", tmp_path)
     spec = KernelSpec(name="bad", op="test", title="", idea="", source="bad.cu", entry="gemmlab::k",
                       geometry=lambda p, v: Launch((1, 1, 1), (1, 1, 1)))
@@ -61,7 +63,8 @@ def test_compile_error_carries_the_log(tmp_path, monkeypatch):
     monkeypatch.setattr(reg, "KERNEL_DIR", tmp_path)
     with pytest.raises(CompileError, match="failed to compile") as info:
         cc.compile_kernel(spec, arch="sm_90")
-    assert "error" in info.value.log
+    assert "undeclared_name_42" in info.value.log and "undefined" in info.value.log
+    assert "undeclared_name_42" in str(info.value), "the one line names the compiler's first error"
 
 
 PTXAS_LOG = """ptxas info    : 0 bytes gmem

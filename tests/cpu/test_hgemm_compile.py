@@ -6,7 +6,7 @@ import pytest
 
 from gemmlab import registry
 from gemmlab.cuda import compile as cc
-from gemmlab.errors import ConstraintError
+from gemmlab.errors import CompileError, ConstraintError
 
 KERNELS = registry.kernels("hgemm")
 PORTABLE = [s for s in KERNELS if s.arch is None]  # rungs 1-2: sm_80 and up
@@ -87,15 +87,42 @@ def test_constraints_mirror_the_static_asserts():
         mma.resolve({"BN": 96, "WN": 32})
     with pytest.raises(ConstraintError, match="A swizzle"):
         mma.resolve({"BK": 48})
-    with pytest.raises(ConstraintError, match="STAGES"):
+    with pytest.raises(ConstraintError, match="breaks constraint: STAGES must be >= 2"):
         mma.resolve({"STAGES": 1})
-    with pytest.raises(ConstraintError, match="DTYPE"):
+    with pytest.raises(ConstraintError, match=r"breaks constraint: DTYPE must be 0 \(fp16\) or 1 \(bf16\)"):
         mma.resolve({"DTYPE": 2})
     wmma = registry.get("wmma", "hgemm")
     with pytest.raises(ConstraintError, match="multiple of 16"):
         wmma.resolve({"BK": 24})
     with pytest.raises(ConstraintError, match="divide the block tile"):
         wmma.resolve({"WM": 48})
+
+
+@pytest.mark.parametrize("name,bad,message", [
+    ("wmma", {"WM": 48}, "warp tiles must divide the block tile"),
+    ("wmma", {"BK": 24}, "wmma works on 16x16x16 fragments"),
+    ("mma_sync", {"BK": 48}, "the A swizzle is written for 2, 4 or 8 chunks per row"),
+    ("mma_sync", {"BN": 96, "WN": 32}, "the B swizzle XORs the low 3 bits"),
+    ("mma_sync", {"STAGES": 1}, "a pipeline needs at least two stages"),
+    ("persistent", {"BN": 96}, "BN is 64, 128, 192 or 256"),
+    ("persistent", {"CM": 3}, "clusters of 1 or 2 CTAs along M"),
+    ("persistent", {"BM": 96}, "BM is 64 or 128 rows"),
+    ("persistent", {"PINGPONG": 1, "CONSUMERS": 1, "BM": 64, "BN": 128}, "ping-pong: two consumer warpgroups"),
+    ("tf32_wgmma", {"STAGES": 1}, "a pipeline needs at least two stages"),
+], ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items()))
+def test_static_asserts_mirror_the_constraints(name, bad, message, tmp_path, monkeypatch):
+    """With the Python constraints removed, NVRTC itself refuses the same configuration, with the
+    kernel's own static_assert: neither side can drop a rule alone."""
+    import dataclasses
+
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path))
+    spec = registry.get(name, "hgemm")
+    with pytest.raises(ConstraintError):
+        spec.resolve(bad)
+    bare = dataclasses.replace(spec, constraints=(), threads=None, smem_bytes=None)
+    with pytest.raises(CompileError) as info:
+        cc.compile_kernel(bare, bad, arch="sm_90")
+    assert message in info.value.log, info.value.log[-2000:]
 
 
 def test_geometry_and_shared_memory():

@@ -97,6 +97,25 @@ def test_192_wide_tiles_fill_the_waves_that_256_leaves_partial():
     assert PERSISTENT.failed_constraints({**v, "STAGES": 5}), "40 KB stages: four fit"
 
 
+# The lines of persistent.cuh that _walk models (next_unit, slice_range, the flag count, locate),
+# verbatim: an edit to any of them fails test_the_walk_model_follows_the_kernel until _walk is
+# checked against it again.
+WALK_LINES = (
+    "if (tile < whole) return true;", "tile -= whole;", "slice = 0;", "if (tail <= 0) return false;",
+    "while (tile >= tail) {", "tile -= tail;", "++slice;", "return slice < splits;",
+    "k0 = slice * ktiles / splits;  // 32-bit: splits <= 16 and ktiles = K / 64 (K / 32 for tf32) keep it in range",
+    "k1 = (slice + 1) * ktiles / splits;",
+    "__host__ __device__ __forceinline__ int splitk_flag_floats(int cta_tiles) { return (2 * cta_tiles + 31) / 32 * 32; }",
+    "tile_coords(slice < 0 ? tile : whole + tile, tiles_m, tiles_n, GROUP_M, tm, tn);",
+)
+
+
+def test_the_walk_model_follows_the_kernel():
+    source = {line.strip() for line in PERSISTENT.source_path.with_name("persistent.cuh").read_text().splitlines()}
+    missing = [line for line in WALK_LINES if line not in source]
+    assert not missing, f"persistent.cuh changed where _walk models it: {missing}"
+
+
 def _walk(p, v):
     """persistent.cuh's unit walk for every cluster and rank: the K tiles each (CTA tile) gets,
     the arrivals on each half-tile flag and the workspace floats each slot touches."""

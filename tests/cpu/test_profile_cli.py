@@ -1,7 +1,5 @@
 """`gemmlab profile` without ncu or without a GPU: one clear line; ncu's failures as one line;
 the ncu command line that picks exactly the wanted launch."""
-import importlib.util
-
 import pytest
 
 from gemmlab.cli import main
@@ -110,8 +108,6 @@ def test_plans_count_every_launch_of_one_call(tmp_path, monkeypatch):
     assert lib.kernels is None and lib.skip == 0
     assert target_args(GemmProblem(8, 16, 32, 1.5, 0.0))[:6] == ["--M", "8", "--N", "16", "--K", "32"]
 
-    if importlib.util.find_spec("gemmlab.reduce") is None:
-        pytest.skip("gemmlab.reduce is not in this tree")
     from gemmlab.problem import ReduceProblem
     from gemmlab.ops.reduce_passes import plan
 
@@ -124,8 +120,6 @@ def test_plans_count_every_launch_of_one_call(tmp_path, monkeypatch):
 
 
 def test_reduce_without_gpu_is_one_line(capsys, monkeypatch, tmp_path):
-    if importlib.util.find_spec("gemmlab.reduce") is None:
-        pytest.skip("gemmlab.reduce is not in this tree")
     monkeypatch.setenv("GEMMLAB_NCU", str(tmp_path / "no-such-ncu"))
     code, out, err = run(capsys, "profile", "--op", "reduce", "--impl", "shuffle", "--n", "4096")
     assert code == 2 and err.startswith("error: ncu (Nsight Compute) was not found")

@@ -51,27 +51,14 @@ def test_grid_stride_rungs_fit_their_resident_wave():
 
 
 def test_sass_has_16_byte_loads():
-    import shutil
-    from pathlib import Path
+    from gemmlab.profile import sass as S
 
-    tool = shutil.which("cuobjdump")
+    tool = S.find_tool()
     if tool is None:
-        try:
-            import nvidia.cu13 as cu13  # the pip CUDA tools, where installed
-
-            candidate = Path(cu13.__path__[0]) / "bin" / "cuobjdump"
-            tool = str(candidate) if candidate.exists() else None
-        except ImportError:
-            tool = None
-    if tool is None:
-        pytest.skip("cuobjdump is not installed")
-    import subprocess
-
+        pytest.skip(S.NO_TOOL)
     for name, wide in (("grid_stride_vec4", True), ("single_pass", True), ("tile_queue", True),
                        ("complete_unroll", False)):
         ck = cc.compile_kernel(registry.get(name, "reduce"), arch="sm_90")
-        path = Path(cc.cache_dir()) / f"{name}.cubin"
-        path.write_bytes(ck.cubin)
-        sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+        sass = S.disassemble(ck.cubin, tool)
         assert ("LDG.E.NA.128" in sass or "LDG.E.128" in sass) == wide, name
         assert "STL" not in sass and "LDL" not in sass

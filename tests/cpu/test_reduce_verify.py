@@ -144,6 +144,31 @@ def grid_stride_elements(addr: int, n: int, blocks: int, threads: int, unroll: i
     return count
 
 
+# The kernel lines the model follows, verbatim: an edit to any of them fails
+# test_the_model_follows_the_kernel until the model above is checked against it again.
+MODELLED_LINES = (
+    "long long head = (long long)(((16ull - (addr & 15ull)) & 15ull) >> 2);  // 0..3 floats",
+    "if (head > n) head = n;",
+    "return Split{head, (n - head) >> 2, (n - head) & 3};",
+    "if (g < s.head) v = x[g];",
+    "if (g < s.tail) v += x[s.head + 4 * s.n4 + g];",
+    "const long long g = (long long)blockIdx.x * THREADS + threadIdx.x;",
+    "const long long stride = (long long)gridDim.x * THREADS;",
+    "const float4* __restrict__ v = reinterpret_cast<const float4*>(x + sp.head);",
+    "for (long long i = g; i < n4; i += UNROLL * stride) {",
+    "const long long j = i + u * stride;",
+    "r[u] = j < n4 ? load_stream(v + j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);",
+)
+
+
+def test_the_model_follows_the_kernel():
+    from gemmlab.registry import KERNEL_DIR
+
+    source = {line.strip() for line in (KERNEL_DIR / "reduce" / "reduce_common.cuh").read_text().splitlines()}
+    missing = [line for line in MODELLED_LINES if line not in source]
+    assert not missing, f"reduce_common.cuh changed where grid_stride_elements models it: {missing}"
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 31, 33, 1000, 1025, 4097, 20011])
 @pytest.mark.parametrize("misalign", [0, 4, 8, 12])
 def test_grid_stride_model_reads_every_element_once(n, misalign):

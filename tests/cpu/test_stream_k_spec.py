@@ -5,6 +5,7 @@ import pytest
 
 from gemmlab import registry
 from gemmlab.cuda import compile as cc
+from gemmlab.errors import ConstraintError
 from gemmlab.kernels.sgemm import specs
 from gemmlab.problem import GemmProblem
 
@@ -44,7 +45,7 @@ def test_workspace_holds_flags_and_two_slots_a_block():
 
 
 def test_stream_k_takes_only_its_modes():
-    with pytest.raises(Exception, match="STREAMK"):
+    with pytest.raises(ConstraintError, match="breaks constraint: STREAMK must be 0, 1 or 2"):
         SPEC.resolve({"STREAMK": 3})
 
 

@@ -154,11 +154,17 @@ def test_cluster_refusals_are_one_line(capsys, monkeypatch):
 
     with pytest.raises(ClusterError, match="no Dask scheduler answered"):
         connect("tcp://127.0.0.1:9", timeout_s=2)
-    assert main(["tune", "--impl", "naive", "--compile-workers", "2"]) == 2
-    assert main(["tune", "--impl", "naive", "--cluster", "tcp://127.0.0.1:9", "--devices", "0"]) == 2
-    assert main(["tune", "--impl", "naive", "--cluster", "local", "--jobs", "4"]) == 2
+    # each refusal by its own message (without a GPU, or a scheduler, they would exit 2 anyway)
+    refusals = ((["--compile-workers", "2"], "--compile-workers and --gpu go with --cluster"),
+                (["--cluster", "tcp://127.0.0.1:9", "--devices", "0"], "--devices and --compile-workers shape a local "
+                                                                        "cluster"),
+                (["--cluster", "local", "--jobs", "4"], "--jobs sets this machine's NVRTC processes"))
+    for args, message in refusals:
+        assert main(["tune", "--impl", "naive", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "distributed" else object())
     assert main(["tune", "--impl", "naive", "--cluster", "local"]) == 2
     err = capsys.readouterr().err
-    assert err.count("error: ") == 4 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert 'pip install "gemmlab[cluster]"' in err

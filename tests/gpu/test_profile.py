@@ -70,10 +70,6 @@ def test_analyze_on_the_gpu_machine(capsys):
 
 
 def test_profile_reduce_rungs(tmp_path, capsys):
-    import importlib.util
-
-    if importlib.util.find_spec("gemmlab.reduce") is None:
-        pytest.skip("gemmlab.reduce is not in this tree")
     db = tmp_path / "r.db"
     code = main(["profile", "--op", "reduce", "--impl", "interleaved,shuffle", "--n", str(1 << 22), "--db", str(db)])
     out = capsys.readouterr()
