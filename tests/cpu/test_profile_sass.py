@@ -214,6 +214,7 @@ def test_analyze_a_tensor_core_rung_as_bench_builds_it(capsys, tmp_path, monkeyp
     assert (params["DTYPE"], params["B_KMAJOR"], params["OUT16"], params["A_MNMAJOR"]) == (1, 1, 1, 0)
     assert row["spill_stores"] == 0 and row["blocks_per_sm"] == 1
     if sass.find_tool() is not None:
+        assert row["sass_reason"] is None, f"the disassembler failed: {row['sass_reason']}"
         assert row["sass"]["loop"]["HGMMA"] == 4  # one m64n256k16 per 16 of a 64-wide K tile
 
 
@@ -224,3 +225,43 @@ def test_analyze_skips_the_wgmma_rungs_on_an_older_arch(capsys, tmp_path, monkey
     assert code == 0, out.err
     assert "persistent: not built for sm_80 (needs sm_90a)" in out.out
     assert "wmma" in out.out and "theoretical occupancy on sm_80" in out.out
+
+
+def test_analyze_with_nothing_to_build_is_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    for args, needle in ((["--op", "hgemm", "--impl", "persistent", "--arch", "sm_80"], "needs sm_90a"),
+                         (["--op", "hgemm", "--impl", "tf32_wgmma", "--dtype", "bf16"], "takes tf32 inputs, not bf16")):
+        code = main(["analyze", *args, "--db", str(tmp_path / "r.db")])
+        err = capsys.readouterr().err
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.db").exists(), "nothing is recorded when nothing was built"
+
+
+def test_analyze_builds_each_rung_only_for_the_inputs_it_takes(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    code = main(["analyze", "--op", "hgemm", "--impl", "persistent,tf32_wgmma", "--dtype", "tf32", "--no-store"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "persistent: not built: persistent takes fp16 or bf16 inputs, not tf32" in out
+
+
+@pytest.mark.skipif(sass.find_tool() is None, reason="no cuobjdump or nvdisasm on this machine")
+@pytest.mark.parametrize("name,dtype", [("wmma", "fp16"), ("mma_sync", "bf16"), ("tma_wgmma", "bf16"),
+                                        ("warp_specialized", "fp16"), ("persistent", "bf16"), ("tf32_wgmma", "tf32")])
+def test_each_tensor_rung_s_main_loop_is_its_k_loop(name, dtype, tmp_path, monkeypatch):
+    """On the real SASS of every tensor-core rung: the loop found holds the tensor MMAs and none
+    of the epilogue (no FFMA scaling C, no global store), and is short - the K loop, not a wait's
+    retry branch spanning the kernel."""
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    from gemmlab import ops, registry
+    from gemmlab.cuda.compile import compile_kernel
+    from gemmlab.problem import GemmProblem
+
+    op, spec = ops.get("hgemm"), registry.get(name, "hgemm")
+    ck = compile_kernel(spec, op.kernel_params(spec, None, GemmProblem(4096, 4096, 4096, dtype=dtype)), arch="sm_90")
+    mix = sass.sass_mix(sass.disassemble(ck.cubin), ck.mangled)
+    loop = mix.loop
+    assert loop is not None
+    mma = loop["HGMMA"] if spec.arch == "sm_90a" else loop["HMMA"]
+    assert mma >= 4 and loop["FFMA"] == 0 and loop["STG"] == 0, loop
+    assert loop["total"] < mix.whole["total"] // 2, (mix.loop_range, loop["total"], mix.whole["total"])

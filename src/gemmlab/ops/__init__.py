@@ -29,7 +29,7 @@ def shape_args(op_name: str, **given) -> ShapeArgs:
     get(op_name)
     for option, owners in OP_OPTIONS.items():
         if given.get(option) is not None and op_name not in owners:
-            hint = "; use --M/--N/--K or --sizes" if option == "n" else ""
+            hint = "; the GEMM ops take --M/--N/--K" if option == "n" else ""
             raise BadArgumentError(f"--{option.replace('_', '-')} is for --op {' or '.join(owners)}{hint}")
     if op_name == "reduce" and any(given.get(o) is not None for o in SHAPE_OPTIONS):
         raise BadArgumentError("--M/--N/--K and --sizes are for the GEMM ops; use --n for --op reduce")

@@ -203,13 +203,20 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     else:
         problem = the_op.problems(ops.shape_args(op, M=M, N=N, K=K, **given))[0]
     tool = find_tool()
-    skipped = []
+    skipped = []  # kernels not built, each with its reason, said below the tables
     for s in list(specs):
         try:
             s.arch_for(arch)
-        except BadArgumentError:  # a wgmma rung on sm_80: not built, said so below
+        except BadArgumentError:  # a wgmma rung on sm_80
             skipped.append(f"{s.name}: not built for {arch} (needs {s.arch})")
             specs.remove(s)
+            continue
+        reason = the_op.refusal(s, problem)  # e.g. a tf32-only rung for fp16: bench would not build it either
+        if reason:
+            skipped.append(f"{s.name}: not built: {reason}")
+            specs.remove(s)
+    if not specs:
+        raise BadArgumentError("; ".join(skipped))
     results = [run_analysis(s, the_op.kernel_params(s, chosen.get(s.name), problem), arch, problem, tool=tool)
                for s in specs]
 
