@@ -68,4 +68,7 @@ def test_bench_end_to_end(tmp_path, capsys):
     rows = rows["results"] if isinstance(rows, dict) else rows
     names = {r["impl"] for r in rows if r["status"] == "PASS"}
     assert {"batched_pipeline", "cublas"} <= names
+    # every implementation run passed (bench exits 0 on an ERROR row), each at both shapes
+    assert not [(r["impl"], r["status"], r.get("reason")) for r in rows if r["status"] != "PASS"]
+    assert all(sum(r["impl"] == name for r in rows) == 2 for name in names)
     assert all(r["op"] == "bgemm" and r["extra"]["batch"] in (3, 2) for r in rows)

@@ -78,6 +78,10 @@ def test_a_replay_is_ordered_on_the_callers_stream():
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for step in range(3):
+            c.fill_(float("nan"))
+            # the side stream kept busy (~25 ms) before its update of A: a replay not ordered after
+            # it would read the old A, or be overwritten by the fill, and fail
+            torch.cuda._sleep(50_000_000)
             a.mul_(-1.0)  # on the side stream, right before the call on the same stream
             _call(gemm, a, b, c, 1.0, 0.0, side)
     side.synchronize()

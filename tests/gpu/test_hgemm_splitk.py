@@ -206,6 +206,11 @@ def test_two_streams_get_their_own_workspaces():
     torch, a, b = _torch_inputs(256, 384, 4096, 42)
     params = {"SPLITK": 4, "BN": 128, "CM": 1}
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    # both streams held (~10 ms) while their launches queue, then released together: their split-K
+    # launches overlap, which a workspace shared between the streams would not survive
+    for s in (s1, s2):
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(20_000_000)
     outs = []
     for _ in range(4):
         for s in (s1, s2):

@@ -1,13 +1,12 @@
 """`gemmlab profile` on two kernels of the ladder: every metric comes back as a number, the rows
 are stored, and ncu's theoretical occupancy agrees with gemmlab's own calculator."""
 import json
-import shutil
 
 import pytest
 
 from gemmlab.cli import main
 from gemmlab.profile import ncu as N
-from gemmlab.profile import rows
+from gemmlab.profile import rows, sass
 
 pytestmark = pytest.mark.skipif(N.find_ncu() is None, reason="ncu (Nsight Compute) is not installed")
 
@@ -54,16 +53,21 @@ def test_ncu_theoretical_occupancy_matches_the_calculator(tmp_path, capsys):
     from gemmlab.problem import GemmProblem
     from gemmlab.profile.analysis import analyze
 
-    for r in rows.select(rows.connect(db), "profiles"):
+    stored = rows.select(rows.connect(db), "profiles")
+    assert {r["impl"] for r in stored} == {"blocktiling_1d", "hopper_simt"}, "a row per kernel profiled"
+    checked = set()
+    for r in stored:
         if r["kernel"] and "splitk" in r["kernel"]:
             continue
         a = analyze(registry.get(r["impl"]), r["params"], info().arch, GemmProblem(2048, 2048, 2048),
                     with_sass=False)
         assert a.resources.registers == r["registers"]
         assert 100 * a.occupancy.occupancy == pytest.approx(r["theoretical_occupancy_pct"], abs=0.5), r["impl"]
+        checked.add(r["impl"])
+    assert checked == {"blocktiling_1d", "hopper_simt"}, "each kernel's own launch compared, not only a helper's"
 
 
-@pytest.mark.skipif(shutil.which("cuobjdump") is None, reason="no cuobjdump")
+@pytest.mark.skipif(sass.find_tool() is None, reason="no cuobjdump or nvdisasm")
 def test_analyze_on_the_gpu_machine(capsys):
     assert main(["analyze", "--impl", "vectorize", "--no-store"]) == 0
     assert "SASS instruction mix" in capsys.readouterr().out
