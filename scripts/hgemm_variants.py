@@ -125,13 +125,14 @@ def dispatch_pick(base, dtype: str, shape) -> dict:
     without the flags the problem sets."""
     from gemmlab.api import dispatch
     from gemmlab.cuda.device import info
+    from gemmlab.ops.hgemm import OP
 
     gpu = info()
     choice = dispatch.choose("hgemm", dtype, tuple(shape), gpu.name, gpu.arch,
                              accepts=lambda impl: "" if impl == base.name else "not the kernel varied here")
     if choice.impl != base.name:
         return {}
-    set_by_problem = ("DTYPE", "B_KMAJOR", "A_MNMAJOR", "OUT16")
+    set_by_problem = OP.fixed_params(base, dtype)  # the flags the problem's dtype, layout and C type set
     return {k: v for k, v in choice.params.items() if k in base.defaults and k not in set_by_problem}
 
 
