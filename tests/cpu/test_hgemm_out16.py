@@ -209,3 +209,20 @@ def test_sass_rounds_each_pair_once_to_nearest():
                 continue
             # BN = 256: 128 accumulators a consumer thread, one pack per pair; no .RZ/.RM/.RP mode
             assert packs and set(packs) == {f"F2FP.{kind}.F32.PACK_AB"} and len(packs) == 64, packs[:3]
+
+
+def test_an_fp16_result_among_the_subnormals_is_judged_by_the_floor():
+    """1x1x1, fp16 C: a product below 2^-14 rounds to fp16's subnormal grid (spacing 2^-24), so
+    its relative error may exceed u = 2^-11 (the memcheck sweep met 5.6e-4 against 5.1e-4, session
+    16); the absolute floor 2^-25 bounds it, normwise as elementwise. One spacing off still fails."""
+    A = hv.round_to(np.array([[0.0031]], np.float32), "fp16")
+    B = hv.round_to(np.array([[0.0007]], np.float32), "fp16")
+    exact = float(hv.decode(A, "fp16")[0, 0] * hv.decode(B, "fp16")[0, 0])
+    assert exact < 2.0 ** -14, "the case needs a subnormal fp16 result"
+    C = np.array([[exact]], np.float32).astype(np.float16)
+    assert abs(float(C[0, 0]) - exact) / exact > 0.01, "rounded correctly, yet 1% off relative"
+    C0 = hv.poison((1, 1), "fp16")
+    v = hv.compare(C, A, B, C0, 1.0, 0.0, "fp16", "fp16")
+    assert v.passed, v.reason
+    off = (C.view(np.uint16) + np.uint16(1)).view(np.float16)  # the next subnormal up: 2^-24 away
+    assert not hv.compare(off, A, B, C0, 1.0, 0.0, "fp16", "fp16").passed

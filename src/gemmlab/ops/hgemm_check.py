@@ -43,9 +43,9 @@ alpha * acc + beta * C0 in fp32 as before, then rounds once to nearest even, whi
 error of at most u (2^-11 for fp16, 2^-8 for bf16) of the fp32 value. So, with f and t the
 fp32-output factor and tolerance above and ref the fp64 result (|ref| <= the bound's sum):
    elementwise: |C - ref| <= (f (1 + u) + u) * (|alpha| |A| @ |B| + |beta| |C0|) + floor
-   normwise:    ||C - ref||_F / ||ref||_F <= t (1 + u) + u
+   normwise:    ||C - ref||_F / ||ref||_F <= t (1 + u) + u + floor sqrt(M N) / ||ref||_F
 floor = 2^-25 for fp16 (half the spacing of its subnormals, where the relative bound does not
-hold) and nothing to speak of for bf16 (fp32's exponent range). C0 is itself 16-bit (random
+hold, in either check: a 1x1x1 result below 2^-14 may be 1% off and correctly rounded) and nothing to speak of for bf16 (fp32's exponent range). C0 is itself 16-bit (random
 values rounded, or NaN when beta == 0) and read exactly. These bounds state the price of the
 16-bit result; what they no longer resolve (the rounding mode: truncation stays within 2u of an
 element) the GPU tests check exactly, at K = 1, where the fp32 result is the exact product.
