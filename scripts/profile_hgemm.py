@@ -1,5 +1,7 @@
-"""Run one hgemm kernel a few times on one shape, for Nsight Compute to profile (the
-`gemmlab profile` command covers sgemm and reduce; this is its hgemm stand-in).
+"""Run one hgemm kernel a few times on one shape, for an ncu command line of your own.
+
+`gemmlab profile --op hgemm` runs its own target, verifies the kernel first and stores its
+metrics; this is for ad-hoc sections and metrics, as below.
 
     ncu --clock-control none -k regex:hgemm_ --launch-skip 2 --launch-count 1 \\
         --section SpeedOfLight --section WarpStateStats \\

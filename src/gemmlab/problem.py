@@ -139,6 +139,28 @@ class ReduceProblem:
         return 4 * self.n
 
 
+def problem_to_dict(problem) -> dict:
+    """A problem as plain data (its fields and its op), for another process: `gemmlab profile`
+    hands the problem to the target process ncu runs this way."""
+    from dataclasses import asdict
+
+    return {"op": problem.op, **asdict(problem)}
+
+
+def problem_from_dict(data: dict):
+    """The problem problem_to_dict() wrote; a wrong field is one line (BadArgumentError)."""
+    fields = dict(data)
+    op = fields.pop("op", "sgemm")
+    cls = {"bgemm": BatchedGemmProblem, "reduce": ReduceProblem}.get(op, GemmProblem)
+    try:
+        problem = cls(**fields)
+    except TypeError as exc:  # an unknown or missing field
+        raise BadArgumentError(f"not a {op} problem: {exc}") from None
+    if problem.op != op:  # e.g. {"op": "hgemm"} without a 16-bit or tf32 dtype
+        raise BadArgumentError(f"a {problem.op} problem was given as {op}")
+    return problem
+
+
 def size_label(n: int) -> str:
     """1048576 -> '2^20', 1048583 -> '2^20+7', 1000 -> '1000'."""
     for k in range(62, 3, -1):

@@ -2,7 +2,11 @@
 the ncu command line that picks exactly the wanted launch."""
 import pytest
 
+import json
+
 from gemmlab.cli import main
+from gemmlab.errors import BadArgumentError
+from gemmlab.problem import BatchedGemmProblem, GemmProblem, ReduceProblem, problem_from_dict, problem_to_dict
 from gemmlab.profile import ncu as N
 from gemmlab.profile.target import PREFIX, parse_target_line
 
@@ -31,7 +35,10 @@ def test_no_ncu_is_one_line(capsys, monkeypatch, tmp_path):
     (["analyze", "--impl", "naive", "--dtype", "bf16"], "--dtype is for --op hgemm"),
     (["analyze", "--op", "reduce", "--impl", "shuffle", "--batch", "2"], "--batch is for --op bgemm"),
     (["analyze", "--op", "hgemm", "--impl", "persistent", "--dtype", "fp64"], "fp64"),
-    (["profile", "--op", "hgemm"], "profile takes these ops"),
+    (["profile", "--op", "hgemm", "--dtype", "fp64"], "fp64"),
+    (["profile", "--impl", "naive", "--layout", "nt"], "--layout is for --op hgemm"),
+    (["profile", "--op", "hgemm", "--impl", "mma_sync", "--dtype", "tf32"], "mma_sync takes fp16 or bf16 inputs"),
+    (["profile", "--op", "bgemm", "--impl", "nope"], "unknown kernel 'nope'"),
 ])
 def test_bad_input_is_one_line(capsys, args, needle):
     code, out, err = run(capsys, *args)
@@ -96,7 +103,6 @@ def test_plans_count_every_launch_of_one_call(tmp_path, monkeypatch):
     kernels, multi-pass reductions launch one kernel once per pass."""
     monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
     from gemmlab import registry
-    from gemmlab.problem import GemmProblem
     from gemmlab.profile.profiler import plan_for, target_args
 
     simple = plan_for(registry.get("vectorize"), GemmProblem(1024, 1024, 1024), {}, 3, "sm_90")
@@ -106,9 +112,9 @@ def test_plans_count_every_launch_of_one_call(tmp_path, monkeypatch):
     assert split.skip == 6 and split.count == 2  # matches the captured ncu run (raw-hopper_simt.csv)
     lib = plan_for(registry.get("cublas"), GemmProblem(64, 64, 64), {}, 3, "sm_90")
     assert lib.kernels is None and lib.skip == 0
-    assert target_args(GemmProblem(8, 16, 32, 1.5, 0.0))[:6] == ["--M", "8", "--N", "16", "--K", "32"]
+    args = target_args(GemmProblem(8, 16, 32, 1.5, 0.0))
+    assert args[0] == "--problem" and problem_from_dict(json.loads(args[1])) == GemmProblem(8, 16, 32, 1.5, 0.0)
 
-    from gemmlab.problem import ReduceProblem
     from gemmlab.ops.reduce_passes import plan
 
     spec = registry.select("interleaved", op="reduce")[0]
@@ -116,7 +122,70 @@ def test_plans_count_every_launch_of_one_call(tmp_path, monkeypatch):
     assert passes >= 2
     p = plan_for(spec, ReduceProblem(1 << 20), {}, 3, "sm_90")
     assert len(p.kernels) == 1 and p.count == passes and p.skip == 3 * passes
-    assert target_args(ReduceProblem(1000)) == ["--op", "reduce", "--n", "1000"]
+    assert problem_from_dict(json.loads(target_args(ReduceProblem(1000))[1])) == ReduceProblem(1000)
+
+
+def test_problems_travel_to_the_target_as_data():
+    problems = [GemmProblem(8, 16, 32, 1.5, -0.5), GemmProblem(8, 16, 32, dtype="bf16", layout="tn", out_dtype="bf16"),
+                GemmProblem(8, 16, 32, dtype="tf32", layout="nt"), BatchedGemmProblem(3, 5, 7, batch=4),
+                ReduceProblem(12345)]
+    for p in problems:
+        d = problem_to_dict(p)
+        assert d["op"] == p.op and problem_from_dict(json.loads(json.dumps(d))) == p
+    with pytest.raises(BadArgumentError, match="not a hgemm problem"):
+        problem_from_dict({"op": "hgemm", "M": 1, "N": 1, "K": 1, "dtype": "bf16", "batch": 2})
+    with pytest.raises(BadArgumentError, match="a sgemm problem was given as hgemm"):
+        problem_from_dict({"op": "hgemm", "M": 1, "N": 1, "K": 1})
+    with pytest.raises(BadArgumentError, match="M must be >= 1"):
+        problem_from_dict({"op": "sgemm", "M": 0, "N": 1, "K": 1})
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--impl", "naive", "--problem", "{not json"], "take JSON"),
+    (["--impl", "naive", "--problem", "[1, 2]"], "a JSON object"),
+    (["--impl", "naive", "--params", "3", "--M", "8", "--N", "8", "--K", "8"], "a JSON object"),
+    (["--impl", "naive", "--problem", '{"op": "sgemm", "M": -1, "N": 1, "K": 1}'], "M must be >= 1"),
+])
+def test_the_target_refuses_a_bad_problem_in_its_last_line(capsys, args, needle):
+    from gemmlab.profile import target
+
+    assert target.main(args) == 2
+    info = parse_target_line(capsys.readouterr().out)
+    assert needle in info["error"]
+
+
+def test_an_hgemm_plan_filters_on_the_kernel_the_target_builds(tmp_path, monkeypatch):
+    """The target's runner builds rung 5 with the problem's flags (DTYPE, B_KMAJOR, A_MNMAJOR,
+    OUT16); ncu filters on that build's mangled name, so the plan must compile the same one."""
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    from gemmlab import registry
+    from gemmlab.cuda.compile import compile_kernel
+    from gemmlab.ops.hgemm import OP
+    from gemmlab.profile.profiler import plan_for
+
+    spec = registry.get("persistent", "hgemm")
+    nt16 = GemmProblem(4096, 4096, 4096, dtype="bf16", layout="nt", out_dtype="bf16")
+    plan = plan_for(spec, nt16, {"BN": 128}, 3, "sm_90")
+    built = compile_kernel(spec, OP.build_params(spec, {"BN": 128}, "bf16", "nt", "bf16"), arch="sm_90")
+    assert plan.kernels == [built.mangled] and plan.skip == 3 and plan.count == 1, "split-K sums inside the kernel"
+    assert plan.params["BN"] == 128 and (plan.params["DTYPE"], plan.params["B_KMAJOR"], plan.params["OUT16"]) == (1, 1, 1)
+    nn = plan_for(spec, GemmProblem(4096, 4096, 4096, dtype="bf16"), {"BN": 128}, 3, "sm_90")
+    assert nn.kernels != plan.kernels, "another layout and C type is another kernel"
+    assert OP.build_params(spec, plan.params, "bf16", "nt", "bf16") == plan.params, "the target rebuilds it as is"
+
+
+def test_flops_of_a_profiled_launch():
+    from gemmlab.profile.profiler import executed_flops, shape_fields
+
+    ffma = {"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": 1000.0}
+    assert executed_flops(GemmProblem(8, 8, 8), ffma) == 2000.0, "CUDA cores: what ran"
+    assert executed_flops(BatchedGemmProblem(8, 8, 8, batch=2), ffma) == 2000.0
+    assert executed_flops(GemmProblem(8, 8, 8, dtype="bf16"), ffma) == 2 * 8 ** 3, "tensor cores: 2MNK"
+    assert executed_flops(GemmProblem(8, 8, 8), {}) is None and executed_flops(ReduceProblem(8), ffma) is None
+    assert shape_fields(GemmProblem(2, 3, 4, dtype="fp16", layout="nt")) == {
+        "M": 2, "N": 3, "K": 4, "dtype": "fp16", "layout": "nt", "out_dtype": "fp32"}
+    assert shape_fields(BatchedGemmProblem(2, 3, 4, batch=5))["batch"] == 5
+    assert shape_fields(ReduceProblem(9)) == {"elements": 9}
 
 
 def test_reduce_without_gpu_is_one_line(capsys, monkeypatch, tmp_path):

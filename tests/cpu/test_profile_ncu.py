@@ -12,6 +12,12 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 # Not hardware counters: ncu computes them (launch statistics, the occupancy calculation),
 # so `--query-metrics` does not list them; they must come back as numbers in a real CSV.
 COMPUTED_BY_NCU = {"sm__maximum_warps_per_active_cycle_pct"}
+# Added after the fixtures were captured (capture.sh lists every metric gemmlab asks for, so the
+# next capture covers them): the tensor pipe, read on H100s by scripts/hopper_profile.sh (58% for
+# rung 2, 91% for rung 5 at 4096^3, docs/tensor-cores.md). tests/gpu/test_profile.py checks that
+# a real ncu run returns it as a number.
+NOT_IN_FIXTURE = {"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"}
+NOT_IN_FIXTURE_KEYS = {m.key for m in N.METRICS if m.name in NOT_IN_FIXTURE}
 
 
 def raw(name: str) -> list[N.KernelResult]:
@@ -28,7 +34,11 @@ def test_every_metric_name_is_known_to_ncu_on_hopper():
     bases = N.parse_query_metrics((FIX / "query-metrics.filtered.txt").read_text())
     full = N.parse_query_metrics((FIX / "query-metrics-suffix.filtered.txt").read_text())
     sections = N.parse_raw_csv((FIX / "sections-vectorize.csv").read_text())[0]
+    assert NOT_IN_FIXTURE <= set(N.metric_names()), "a metric no longer asked for: drop it from NOT_IN_FIXTURE"
     for name in N.metric_names():
+        if name in NOT_IN_FIXTURE:
+            assert N.base_name(name) not in bases, f"{name} is in the fixture now: drop it from NOT_IN_FIXTURE"
+            continue
         if name.startswith("launch__") or name in COMPUTED_BY_NCU:
             assert sections.value(name) is not None, f"{name}: ncu computed no value"
             continue
@@ -44,7 +54,7 @@ def test_parse_one_launch_of_rung1():
     assert h["duration_us"] == pytest.approx(4420.96)
     assert h["registers"] == 32 and h["smem_static"] == 0 and h["smem_dynamic"] == 0
     assert h["theoretical_occupancy_pct"] == 100 and 0 < h["achieved_occupancy_pct"] <= 100
-    assert all(isinstance(v, float) for v in h.values()), h
+    assert all(isinstance(v, float) for k, v in h.items() if k not in NOT_IN_FIXTURE_KEYS), h
     assert r.units["gpu__time_duration.sum"] == "ns" and r.units["dram__bytes.sum.per_second"] == "byte/s"
     # numbers printed with thousands separators ("1,980,000") are read as numbers
     assert r.value("sm__cycles_elapsed.avg.per_second") > 1e9

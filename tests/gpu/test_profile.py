@@ -88,3 +88,32 @@ def test_profile_reduce_rungs(tmp_path, capsys):
             assert isinstance(r[m.key], float), f"{r['impl']}: {m.key}"
     first = [r for r in stored if r["extra"]["label"] == r["impl"]]
     assert len(first) == 2  # each sum's first pass, then its later passes as impl:passN
+
+
+def test_profile_tensor_core_rungs_and_cublas(tmp_path, capsys):
+    """--op hgemm: rung 5 built for bf16, B given transposed and a bf16 C, and cuBLAS on the same
+    problem; the tensor pipe reads busy for rung 5 and idle for an FFMA rung's profile above."""
+    from gemmlab.cuda.device import info
+
+    if info().arch != "sm_90":
+        pytest.skip("rung 5 (wgmma) needs sm_90")
+    db = tmp_path / "r.db"
+    code = main(["profile", "--op", "hgemm", "--impl", "persistent,cublas", "--dtype", "bf16", "--layout", "nt",
+                 "--out-dtype", "bf16", "--M", "2048", "--N", "2048", "--K", "2048", "--db", str(db)])
+    out = capsys.readouterr()
+    if code != 0 and "performance counters" in out.err:
+        pytest.skip(out.err.strip())
+    assert code == 0, out.err
+    stored = rows.select(rows.connect(db), "profiles")
+    main_rows = {r["impl"]: r for r in stored if r["extra"]["label"] == r["impl"]}
+    assert set(main_rows) == {"persistent", "cublas"}
+    for r in main_rows.values():
+        assert r["op"] == "hgemm" and (r["dtype"], r["layout"], r["out_dtype"]) == ("bf16", "nt", "bf16")
+        assert r["status"] == "OK" and r["flops"] == 2 * 2048 ** 3
+        for m in N.METRICS:
+            assert isinstance(r[m.key], float), f"{r['impl']}: {m.key} ({m.name}) is {r[m.key]!r}"
+    ours = main_rows["persistent"]
+    assert ours["verified"] == 1 and "hgemm_persistent" in ours["kernel"]
+    assert (ours["params"]["DTYPE"], ours["params"]["B_KMAJOR"], ours["params"]["OUT16"]) == (1, 1, 1)
+    assert ours["tensor_pipe_pct"] > 40, "rung 5 keeps the tensor cores busy"
+    assert "Tensor Pipe Busy (% of peak)" in out.out and "2048x2048x2048 nt C bf16" in out.out

@@ -105,6 +105,10 @@ class Op:
     shares: tuple[Share, ...] = ()
     speedup_title: str = "speedup over the previous rung"
     always_measured: tuple[str, ...] = ()  # baselines every bench includes (the shares' references)
+    # What its kernels multiply-add with: "ffma" (the CUDA cores; a profile counts the FLOPs it
+    # executed from the FFMA instructions) or "tensor" (the tensor cores, whose instructions
+    # ncu does not count as FLOPs: a profile takes the problem's 2MNK)
+    math: str = "ffma"
 
     # --- problems ---------------------------------------------------------------------------
     def check_dtype(self, dtype: str | None) -> str:

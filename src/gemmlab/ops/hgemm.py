@@ -278,4 +278,4 @@ class HgemmOp(GemmOp):
 
 OP = HgemmOp("hgemm", "C = alpha*A@B + beta*C on tensor cores: fp16/bf16 (or tf32) inputs, fp32 accumulate, fp32 "
              "(or 16-bit) C",
-             DTYPES)
+             DTYPES, math="tensor")

@@ -53,14 +53,17 @@ def _select(impl: str, with_baselines: bool = True, op: str = "sgemm") -> list:
 DEFAULT_REDUCE_N = 1 << 24
 
 
-PROFILED_OPS = ("sgemm", "reduce")  # the ops the profile target process can run
+def _problem(op: str, given: dict, M: int, N: int, K: int, n: int | None, alpha: float = 1.0, beta: float = 0.0):
+    """The one problem `profile` and `analyze` build their kernels for. --M/--N/--K have
+    defaults, so for reduce only the options given are checked (each refused in one line where
+    the op does not take it)."""
+    the_op = ops.get(op)
+    if op == "reduce":
+        ops.shape_args(op, **given)
+        from ..problem import ReduceProblem
 
-
-def _check_op(op: str) -> None:
-    ops.get(op)  # an unknown op: one line naming the known ones
-    if op not in PROFILED_OPS:
-        raise BadArgumentError(f"--op {op!r}: choose sgemm or reduce (profile takes these ops; analyze takes "
-                               f"every op)")
+        return ReduceProblem(n or DEFAULT_REDUCE_N)
+    return the_op.problems(ops.shape_args(op, M=M, N=N, K=K, alpha=alpha, beta=beta, **given))[0]
 
 
 def _fmt(value, digits: int) -> str:
@@ -85,10 +88,14 @@ def profile_table(kernels: list, title: str) -> Table:
 
 
 def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder (the rungs in order), all, a name or a,b,c (e.g. ladder,cublas)"),
-            op: str = typer.Option("sgemm", help="sgemm | reduce"),
+            op: str = typer.Option("sgemm", help="the op: " + " | ".join(ops.names())),
             M: int = typer.Option(DEFAULT_SHAPE, "--M", min=1), N: int = typer.Option(DEFAULT_SHAPE, "--N", min=1),
             K: int = typer.Option(DEFAULT_SHAPE, "--K", min=1),
             n: Optional[int] = typer.Option(None, "--n", min=1, help=f"reduce: element count (default {DEFAULT_REDUCE_N})"),
+            dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
+            layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
+            out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help=OUT_HELP),
+            batch: Optional[int] = typer.Option(None, min=1, help="bgemm: batch count (default 1)"),
             alpha: float = typer.Option(1.0), beta: float = typer.Option(0.0),
             warmup: int = typer.Option(3, min=1, help="launches before the profiled one (the first is verified)"),
             params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
@@ -98,13 +105,13 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
             json_out: Optional[Path] = typer.Option(None, "--json", help="also write them as JSON"),
             reports: Optional[Path] = typer.Option(None, help="keep ncu's .ncu-rep files in this folder"),
             timeout: float = typer.Option(600, help="seconds one ncu run may take")) -> None:
-    """Nsight Compute metrics of each kernel, side by side (ncu runs a small target process)."""
-    _check_op(op)
-    if op == "sgemm" and n is not None:
-        raise BadArgumentError("--n is for --op reduce; use --M/--N/--K for sgemm")
+    """Nsight Compute metrics of each kernel, side by side (ncu runs a small target process).
+    Every op: --op hgemm profiles the tensor-core rungs built for the --dtype, --layout and
+    --out-dtype given (and cuBLAS/torch on the same problem), --op bgemm takes --batch."""
+    given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
+    problem = _problem(op, given, M, N, K, n, alpha, beta)
     from ..cuda.device import device, info
     from ..envinfo import collect_env
-    from ..problem import GemmProblem
     from ..store import DEFAULT_DB, ResultStore
     from . import ncu as N_
     from . import rows
@@ -112,14 +119,12 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
 
     impls = _select(impl, op=op)
     chosen = params_for(impls, params)
-    if op == "reduce":
-        from ..problem import ReduceProblem
-
-        problem = ReduceProblem(n or DEFAULT_REDUCE_N)
-        shape = f"n={problem.n}"
-    else:
-        problem = GemmProblem(M, N, K, alpha, beta)
-        shape = problem.shape
+    the_op = ops.get(op)
+    shape = f"n={problem.n}" if op == "reduce" else the_op.label(problem)
+    refused = [r for r in (the_op.refusal(i, problem) for i in impls) if r]  # each names its kernel
+    impls = [i for i in impls if not the_op.refusal(i, problem)]
+    if not impls:
+        raise BadArgumentError("; ".join(refused) or f"--impl {impl!r} names nothing to profile")
     ncu = N_.find_ncu()
     if ncu is None:
         raise GemmlabError(N_.NO_NCU)
@@ -138,6 +143,8 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     rows.insert(conn, "bandwidth", run_id, **bw)
     console.print(f"ncu {version}; {info().name} ({arch}); DRAM copy {bw['gbps']:,.0f} GB/s; "
                   f"profiling {len(impls)} implementation(s) at {shape}")
+    for line in refused:  # what --impl named but cannot run this problem
+        console.print(f"  not profiled: {line}", highlight=False, markup=False)
     errors: list[str] = []
 
     def record(plan, k) -> None:
@@ -195,13 +202,7 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
         raise BadArgumentError(f"--impl {impl!r} names no kernel (baselines have no code to analyze)")
     chosen = params_for(specs, params)
     given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
-    if op == "reduce":  # --M/--N/--K have defaults here: only the options given are checked
-        ops.shape_args(op, **given)
-        from ..problem import ReduceProblem
-
-        problem = ReduceProblem(n or DEFAULT_REDUCE_N)
-    else:
-        problem = the_op.problems(ops.shape_args(op, M=M, N=N, K=K, **given))[0]
+    problem = _problem(op, given, M, N, K, n)
     tool = find_tool()
     skipped = []  # kernels not built, each with its reason, said below the tables
     for s in list(specs):

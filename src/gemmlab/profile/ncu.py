@@ -50,6 +50,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("stall_short_scoreboard", "Stall Short Scoreboard (cycles/inst)",
            "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio", "cycles"),
     Metric("sm_throughput_pct", "Compute (SM) Throughput (% of peak)", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+    # the tensor cores' busy share: HMMA counts every tensor-core MMA on Hopper, wgmma's too (91%
+    # for rung 5 at 4096^3 in docs/tensor-cores.md; ncu's gmma-only counterpart reads n/a there)
+    Metric("tensor_pipe_pct", "Tensor Pipe Busy (% of peak)",
+           "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "%"),
     Metric("memory_throughput_pct", "Memory Throughput (% of peak)",
            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
     Metric("dram_throughput_pct", "DRAM Throughput (% of peak)", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),

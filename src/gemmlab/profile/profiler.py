@@ -43,14 +43,14 @@ class ProfiledKernel:
     def row(self, problem, params: dict, ncu_version: str, skip: int, count: int) -> dict:
         m = self.metrics
         read, write = m.get("dram__bytes_read.sum"), m.get("dram__bytes_write.sum")
-        ffma = m.get("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")
+        flops = executed_flops(problem, m)
         row = dict(op=op_of(problem), impl=self.impl, impl_kind=self.impl_kind, kernel=self.kernel, params=params,
                    **shape_fields(problem), status=self.status, reason=self.reason,
                    verified=self.target.get("verified"), rel_err=self.target.get("rel_err"),
                    launch_skip=skip, launch_count=count, grid=self.fields.get("Grid Size"),
                    block=self.fields.get("Block Size"),
                    dram_bytes=(read + write) if read is not None and write is not None else None,
-                   flops=2 * ffma if ffma is not None else None, ncu_version=ncu_version, ncu_command=self.command,
+                   flops=flops, ncu_version=ncu_version, ncu_command=self.command,
                    metrics=self.metrics or None, extra={"label": self.label, "fields": self.fields} if self.fields else
                    {"label": self.label})
         row.update({k: v for k, v in self.headline.items()})
@@ -58,20 +58,40 @@ class ProfiledKernel:
 
 
 def op_of(problem) -> str:
-    return "reduce" if hasattr(problem, "n") and not hasattr(problem, "K") else "sgemm"
+    return problem.op
+
+
+def executed_flops(problem, metrics: dict) -> float | None:
+    """FLOPs of the profiled launch: twice its FFMAs where the op's kernels multiply-add on the
+    CUDA cores (what ran, padding included); the problem's 2MNK for the tensor-core ops, whose
+    MMA instructions ncu does not count as FLOPs; none for a sum."""
+    from ..ops import of
+
+    if op_of(problem) == "reduce":
+        return None
+    if of(problem).math == "tensor":
+        return float(problem.flops)
+    ffma = metrics.get("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")
+    return 2 * ffma if ffma is not None else None
 
 
 def shape_fields(problem) -> dict:
+    """The problem's columns of a profiles row: sizes, and the type, layout, C type and batch
+    where the op has them."""
     if op_of(problem) == "reduce":
         return {"elements": problem.n}
-    return {"M": problem.M, "N": problem.N, "K": problem.K}
+    fields = {"M": problem.M, "N": problem.N, "K": problem.K, "dtype": problem.dtype, "layout": problem.layout,
+              "out_dtype": problem.out_dtype}
+    if hasattr(problem, "batch"):
+        fields["batch"] = problem.batch
+    return fields
 
 
 def target_args(problem) -> list[str]:
-    if op_of(problem) == "reduce":
-        return ["--op", "reduce", "--n", str(problem.n)]
-    return ["--M", str(problem.M), "--N", str(problem.N), "--K", str(problem.K), "--alpha", repr(problem.alpha),
-            "--beta", repr(problem.beta)]
+    """The problem, for the target's command line (any op: problem_to_dict's JSON)."""
+    from ..problem import problem_to_dict
+
+    return ["--problem", json.dumps(problem_to_dict(problem), sort_keys=True)]
 
 
 def short_kernel_name(kernel: str) -> str:
@@ -113,8 +133,11 @@ def plan_for(impl: Any, problem, params: dict, warmup: int, arch: str) -> Plan:
     if impl.kind != "kernel":
         return Plan(None, 0, BASELINE_LAUNCH_CAP, {})
     from ..cuda.compile import compile_kernel
+    from ..ops import of
 
-    ck = compile_kernel(impl, params, arch=arch)  # also warms the cache the target reads
+    # the kernel the target's runner builds for this problem (hgemm: with its dtype, layout and C
+    # type flags), so that the mangled name ncu filters on is the one that runs
+    ck = compile_kernel(impl, of(problem).kernel_params(impl, params, problem), arch=arch)  # warms the cache too
     kernels = [ck.mangled]
     if op_of(problem) == "reduce":  # one kernel, launched once per pass
         per_call = launches_per_sum(impl, problem.n, ck.params)

@@ -33,6 +33,8 @@ PROFILE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ncu_version", "TEXT"), ("ncu_command", "TEXT"),
     ("metrics", "TEXT"),  # every collected metric, by its ncu name, in ncu's base units
     ("extra", "TEXT"),
+    # the GEMM's input type, layout, C type and batch (NULL in rows written before they were kept)
+    ("dtype", "TEXT"), ("layout", "TEXT"), ("out_dtype", "TEXT"), ("batch", "INTEGER"),
 )
 ANALYSIS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("id", "INTEGER PRIMARY KEY AUTOINCREMENT"),

@@ -2,9 +2,14 @@
 
     python -m gemmlab.profile.target --impl vectorize --M 4096 --N 4096 --K 4096 --warmup 3
     python -m gemmlab.profile.target --op reduce --impl shuffle --n 16777216 --warmup 3
+    python -m gemmlab.profile.target --impl persistent --warmup 3 \
+        --problem '{"op": "hgemm", "M": 4096, "N": 4096, "K": 4096, "dtype": "bf16", "layout": "nt"}'
+
+--problem takes any op's problem (problem_to_dict's JSON: hgemm's dtype, layout and C type,
+bgemm's batch); --M/--N/--K/--n are the short form for sgemm and reduce.
 
 Launch order, which `gemmlab profile` turns into ncu's --launch-skip/--launch-count.
-SGEMM:
+A GEMM (sgemm, hgemm, bgemm):
 1. one GEMM on fresh random inputs, checked against fp64 (a wrong kernel is not profiled
    as if it were right; the result is reported on the last line);
 2. warmup - 1 more GEMMs (the kernel's code and the inputs are resident, clocks up);
@@ -44,9 +49,12 @@ def _nvtx():
 
 
 def launches_per_gemm(impl, problem, params) -> int:
+    """Launches of the kernel's own code per GEMM: 2 for an sgemm split-K (the partial planes,
+    then their reduction), else 1 (the tensor-core rungs sum split-K inside the kernel; the
+    memsets and copies around a launch are not kernels of the spec and ncu's filter skips them)."""
     if getattr(impl, "kind", "") != "kernel":
         return 1
-    if impl.splitk_reduce is not None and impl.launch(problem, impl.resolve(params)).grid[2] > 1:
+    if getattr(impl, "splitk_reduce", None) is not None and impl.launch(problem, impl.resolve(params)).grid[2] > 1:
         return 2
     return 1
 
@@ -70,16 +78,18 @@ def _profiled(call) -> bool:
     return nvtx is not None
 
 
-def run(op_name: str, impl_name: str, problem, params: dict, warmup: int, check: bool = True) -> dict:
+def run(impl_name: str, problem, params: dict, warmup: int, check: bool = True) -> dict:
     """Warm-up launches, the profiled launch in RANGE, and the check: GEMMs verify first (that
     run is the first warm-up), the sum after the profiled launches (its checks launch the kernel
     a number of times that depends on the kernel, which ncu would otherwise count)."""
     from .. import ops
     from ..cuda.device import device, sync_or_raise
     from ..harness.bench import new_seed, verify_runner
+    from ..problem import problem_to_dict
     from ..registry import select
 
-    op = ops.get(op_name)
+    op = ops.of(problem)
+    op_name = op.name
     impl = select(impl_name, op=op_name)[0]
     stream = device().create_stream()
     runner = op.prepare_for(impl, params, problem)
@@ -89,6 +99,7 @@ def run(op_name: str, impl_name: str, problem, params: dict, warmup: int, check:
     info: dict = {"op": op_name, "impl": impl.name, "params": runner.params, "warmup": warmup,
                   "launches_per_call": launches}
     info.update({"shape": problem.shape} if gemm else {"n": problem.n})
+    info["problem"] = problem_to_dict(problem)
 
     def checked() -> None:
         verdict, _ = verify_runner(runner, problem, stream)
@@ -117,7 +128,8 @@ def run(op_name: str, impl_name: str, problem, params: dict, warmup: int, check:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", required=True)
-    ap.add_argument("--op", default="sgemm", choices=("sgemm", "reduce"))
+    ap.add_argument("--op", default="sgemm", choices=("sgemm", "reduce"), help="with --M/--N/--K or --n")
+    ap.add_argument("--problem", help="any op's problem as JSON (problem_to_dict), in place of --op and the sizes")
     ap.add_argument("--M", type=int)
     ap.add_argument("--N", type=int)
     ap.add_argument("--K", type=int)
@@ -130,11 +142,23 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from ..errors import GemmlabError
 
+    def failed(reason: str) -> int:
+        print(PREFIX + json.dumps({"error": reason}), flush=True)
+        return 2
+
     try:
         params = json.loads(args.params)
-        from ..problem import GemmProblem, ReduceProblem
+        given = json.loads(args.problem) if args.problem is not None else None
+    except ValueError as exc:
+        return failed(f"--params and --problem take JSON: {exc}")
+    if not isinstance(params, dict) or not (given is None or isinstance(given, dict)):
+        return failed("--params and --problem take a JSON object")
+    try:
+        from ..problem import GemmProblem, ReduceProblem, problem_from_dict
 
-        if args.op == "reduce":
+        if given is not None:
+            problem = problem_from_dict(given)
+        elif args.op == "reduce":
             if args.elements is None:
                 ap.error("--op reduce needs --n")
             problem = ReduceProblem(args.elements)
@@ -142,10 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             if None in (args.M, args.N, args.K):
                 ap.error("sgemm needs --M, --N and --K")
             problem = GemmProblem(args.M, args.N, args.K, args.alpha, args.beta)
-        info = run(args.op, args.impl, problem, params, args.warmup, check=not args.no_check)
+        info = run(args.impl, problem, params, args.warmup, check=not args.no_check)
     except GemmlabError as exc:
-        print(PREFIX + json.dumps({"error": str(exc)}), flush=True)
-        return 2
+        return failed(str(exc))
     print(PREFIX + json.dumps(info), flush=True)
     return 0
 

@@ -141,7 +141,7 @@ def profile_table(data: ReportData, run: Run) -> SimpleTable:
     for m in METRICS:
         t.add(m.label, *(_fmt(p.get(m.key), m.digits) for p in ok))
     t.add("Arithmetic intensity (2MNK / DRAM bytes)",
-          *(_fmt(2 * p["M"] * p["N"] * p["K"] / p["dram_bytes"], 1)
+          *(_fmt(2 * p["M"] * p["N"] * p["K"] * (p.get("batch") or 1) / p["dram_bytes"], 1)
             if p.get("dram_bytes") and is_main(p) and p.get("M") is not None else "-" for p in ok))
     t.add("Verified before profiling", *("yes" if p.get("verified") == 1 else "no" if p.get("verified") == 0 else "-"
                                          for p in ok))
