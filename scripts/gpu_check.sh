@@ -13,7 +13,9 @@
 # "tests-other" (the rest) run its two halves, each within one. Likewise "sanitizer" (six of its
 # eight runs took 560 s on an H100) splits into "sanitizer-memcheck" and "sanitizer-racecheck", and
 # racecheck (570 s on an H100, session 11) again into "sanitizer-racecheck-hgemm" (the tensor-core
-# rungs' sweep) and "sanitizer-racecheck-other" (sgemm, bgemm, reduce).
+# rungs' sweep) and "sanitizer-racecheck-other" (sgemm, bgemm, reduce). The hgemm sweep under
+# racecheck outgrew one call too (rung 5 alone: 1028 runs per 16-bit type, about 330 s each on an
+# H100, session 16): "sanitizer-racecheck-hgemm-fp16", "-bf16" and "-tf32" run one input type each.
 # "sanitizer" is compute-sanitizer memcheck and
 # racecheck over every op (tests/gpu/test_sanitizer.py), "api" is `gemmlab bench --api all`
 # (the entry points as a program calls them, against torch and CuPy). The tests part repeats the
@@ -67,6 +69,8 @@ for part in $parts; do
         sanitizer-memcheck) keys+=("memcheck") ;;
         sanitizer-racecheck) keys+=("racecheck") ;;
         sanitizer-racecheck-hgemm) keys+=("(racecheck and hgemm)") ;;
+        sanitizer-racecheck-hgemm-fp16|sanitizer-racecheck-hgemm-bf16|sanitizer-racecheck-hgemm-tf32)
+            keys+=("(racecheck and ${part#sanitizer-racecheck-})") ;;
         sanitizer-racecheck-other) keys+=("(racecheck and not hgemm)") ;;
     esac
 done

@@ -50,18 +50,19 @@ PINGPONG_PARAMS = (({"PINGPONG": 1, "BN": 128, "CM": 2, "STAGES": 6}, ("nn", "tt
                    ({"PINGPONG": 1, "BM": 64, "BN": 256, "CM": 2, "TAILK": 2}, ("nn", "nt")))
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("names", nargs="?", default="all", help="kernels, comma-separated (default all)")
-    args = ap.parse_args(argv)
+DTYPES = ("fp16", "bf16", "tf32")
+
+
+def plan(names: str = "all", dtypes=DTYPES) -> list[tuple]:
+    """The sweep as data, no GPU needed: (kernel, dtype, problems, params or None) per run, in the
+    order they run."""
     from gemmlab import registry
-    from gemmlab.harness.bench import verify_sweep
     from gemmlab.ops.hgemm import refusal
     from gemmlab.ops.hgemm_check import sweep_problems
 
-    impls = registry.select(args.names, op="hgemm", with_baselines=False)
-    failed = 0
-    for dtype in ("fp16", "bf16", "tf32"):
+    impls = registry.select(names, op="hgemm", with_baselines=False)
+    out = []
+    for dtype in dtypes:
         for impl in impls:
             if dtype not in (impl.dtypes or ("fp16", "bf16")):
                 continue
@@ -84,12 +85,39 @@ def main(argv: list[str]) -> int:
                 runs += [(sweep(SPLITK_SHAPES, layouts), {impl.name: params}) for params, layouts in ONE_CONSUMER_PARAMS]
                 runs += [(sweep(ANY_SHAPES + PINGPONG_SHAPES, layouts), {impl.name: params})
                          for params, layouts in PINGPONG_PARAMS]
-            for problems, params in runs:
-                for r in verify_sweep([impl], problems, params, host_data=True):
-                    p = r.problem
-                    print(f"{r.impl:10s} {dtype} {p.layout} C {p.out_dtype} {p.shape:14s} a={p.alpha:g} b={p.beta:g}"
-                          f"{' ' + str(params[impl.name]) if params else ''} {r.status} {r.reason}", flush=True)
-                    failed += r.status != "PASS"
+            out += [(impl, dtype, problems, params) for problems, params in runs]
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="?", default="all", help="kernels, comma-separated (default all)")
+    ap.add_argument("--dtypes", default=",".join(DTYPES),
+                    help="input types, comma-separated (default all; one sanitizer run per type fits a device call)")
+    ap.add_argument("--count", action="store_true", help="print how many runs each kernel and type makes (no GPU)")
+    args = ap.parse_args(argv)
+    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    bad = [d for d in dtypes if d not in DTYPES]
+    if bad or not dtypes:
+        ap.error(f"--dtypes takes {', '.join(DTYPES)}")
+    runs = plan(args.names, dtypes)
+    if args.count:
+        counts: dict = {}
+        for impl, dtype, problems, _ in runs:
+            counts[(impl.name, dtype)] = counts.get((impl.name, dtype), 0) + len(problems)
+        for (name, dtype), n in counts.items():
+            print(f"{name:18s} {dtype:5s} {n}")
+        print(f"total {sum(counts.values())}")
+        return 0
+    from gemmlab.harness.bench import verify_sweep
+
+    failed = 0
+    for impl, dtype, problems, params in runs:
+        for r in verify_sweep([impl], problems, params, host_data=True):
+            p = r.problem
+            print(f"{r.impl:10s} {dtype} {p.layout} C {p.out_dtype} {p.shape:14s} a={p.alpha:g} b={p.beta:g}"
+                  f"{' ' + str(params[impl.name]) if params else ''} {r.status} {r.reason}", flush=True)
+            failed += r.status != "PASS"
     return 1 if failed else 0
 
 

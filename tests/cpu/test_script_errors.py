@@ -23,6 +23,7 @@ def _run(*args):
 
 @pytest.mark.parametrize("args,message", [
     (("scripts/sanitize_hgemm.py", "no_such_kernel"), "unknown kernel 'no_such_kernel'"),
+    (("scripts/sanitize_hgemm.py", "--dtypes", "fp8"), "--dtypes takes fp16, bf16, tf32"),
     (("scripts/sanitize_kernels.py", "--op", "bgemm", "no_such_kernel"), "unknown kernel 'no_such_kernel'"),
     (("scripts/sanitize_reduce.py", "a", "b"), "unrecognized arguments: b"),
     (("scripts/hgemm_variants.py", "--sizes", "4096x"), "size '4096x' is not an integer or MxNxK"),
@@ -75,3 +76,20 @@ def test_a_missing_gemmlab_module_is_a_bug_not_a_missing_package():
 
     with pytest.raises(ModuleNotFoundError):
         run_script(broken)
+
+
+def test_the_hgemm_sanitizer_sweep_splits_by_type_into_parts_that_cover_it():
+    """sanitize_hgemm --count (no GPU): the per-type parts that test_sanitizer runs one at a time
+    add up to the whole sweep, and rung 5's ping-pong and one-consumer runs are in it."""
+    def counts(*args):
+        out = _run("scripts/sanitize_hgemm.py", *args, "--count")
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.strip().splitlines()
+        return {tuple(ln.split()[:2]): int(ln.split()[2]) for ln in lines[:-1]}, int(lines[-1].split()[-1])
+
+    whole, total = counts()
+    parts = [counts("--dtypes", d) for d in ("fp16", "bf16", "tf32")]
+    assert sum(t for _, t in parts) == total == sum(whole.values())
+    assert {k: v for c, _ in parts for k, v in c.items()} == whole
+    assert whole[("persistent", "fp16")] == whole[("persistent", "bf16")] > 1000
+    assert ("persistent", "tf32") not in whole and whole[("tf32_wgmma", "tf32")] > 300
