@@ -117,3 +117,28 @@ def test_profile_tensor_core_rungs_and_cublas(tmp_path, capsys):
     assert (ours["params"]["DTYPE"], ours["params"]["B_KMAJOR"], ours["params"]["OUT16"]) == (1, 1, 1)
     assert ours["tensor_pipe_pct"] > 40, "rung 5 keeps the tensor cores busy"
     assert "Tensor Pipe Busy (% of peak)" in out.out and "2048x2048x2048 nt C bf16" in out.out
+
+
+def test_profile_source_splits_rung5s_warp_samples_at_its_k_loop(tmp_path, capsys):
+    """--source: ncu's warp-state samples per SASS instruction, lined up with the disassembly of
+    the same kernel and split at the K loop analyze finds (profile/source.py)."""
+    from gemmlab.cuda.device import info
+
+    if info().arch != "sm_90":
+        pytest.skip("rung 5 (wgmma) needs sm_90")
+    if sass.find_tool() is None:
+        pytest.skip("no cuobjdump or nvdisasm to line the samples up with")
+    db = tmp_path / "r.db"
+    code = main(["profile", "--op", "hgemm", "--impl", "persistent", "--dtype", "bf16", "--M", "4096", "--N", "4096",
+                 "--K", "4096", "--source", "--db", str(db)])
+    out = capsys.readouterr()
+    if code != 0 and "performance counters" in out.err:
+        pytest.skip(out.err.strip())
+    assert code == 0, out.err
+    (row,) = rows.select(rows.connect(db), "profiles")
+    s = row["extra"]["source"]
+    assert s["samples"] > 0 and s["aligned"], s.get("note")
+    loop, rest = s["regions"]["main loop"], s["regions"]["outside the main loop"]
+    assert loop["samples_pct"] + rest["samples_pct"] == pytest.approx(100.0)
+    assert loop["reasons"] and rest["reasons"] and s["hottest"]
+    assert "warp samples; main loop 0x" in out.out and "outside the main loop:" in out.out

@@ -104,6 +104,10 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
             csv: Optional[Path] = typer.Option(None, help="also write this run's profile rows as CSV"),
             json_out: Optional[Path] = typer.Option(None, "--json", help="also write them as JSON"),
             reports: Optional[Path] = typer.Option(None, help="keep ncu's .ncu-rep files in this folder"),
+            source: bool = typer.Option(False, "--source/--no-source",
+                                        help="also sample where the warps stall, per SASS instruction: in the main "
+                                             "loop or outside it (prologue, epilogue), the leading stall reasons and "
+                                             "the hottest instructions"),
             timeout: float = typer.Option(600, help="seconds one ncu run may take")) -> None:
     """Nsight Compute metrics of each kernel, side by side (ncu runs a small target process).
     Every op: --op hgemm profiles the tensor-core rungs built for the --dtype, --layout and
@@ -155,9 +159,16 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
             errors.append(f"{k.label}: {k.reason}")
 
     kernels = profile_many(impls, problem, lambda i: chosen.get(i.name, {}), warmup, arch, reports=reports,
-                           timeout=timeout, check=check, on_kernel=record)
+                           timeout=timeout, check=check, on_kernel=record, source=source)
     console.print(f"command: {command}", highlight=False, markup=False)
     console.print(profile_table(kernels, f"Nsight Compute, {shape}, {info().name} (run {run_id})"))
+    if source:
+        from .source import summary_lines
+
+        for k in kernels:
+            lines = summary_lines(k.label, k.source) if k.source else [f"{k.label}: no warp samples in ncu's source page"]
+            for line in lines:
+                console.print(line, highlight=False, markup=False)
     stored = rows.select(conn, "profiles", run_id)
     if csv:
         rows.export_csv(stored, csv)

@@ -156,12 +156,18 @@ def diagnose(output: str) -> NcuError | None:
 
 # -- command lines ---------------------------------------------------------------------
 
+SOURCE_SECTION = "SourceCounters"  # warp-state sampling per instruction (profile --source, source.py)
+
+
 def profile_command(ncu: str, target: list[str], report: Path, *, kernels: list[str] | None,
                     skip: int, count: int, nvtx_range: str | None = None,
-                    metrics: list[str] | None = None) -> list[str]:
-    """ncu ... -- target: exactly `count` launches of `kernels` (mangled names) after `skip`."""
+                    metrics: list[str] | None = None, sections: tuple[str, ...] = ()) -> list[str]:
+    """ncu ... -- target: exactly `count` launches of `kernels` (mangled names) after `skip`;
+    `sections`: ncu sections collected besides the metrics (SOURCE_SECTION for --source)."""
     cmd = [ncu, "--clock-control", "none", "--cache-control", "all", "--target-processes", "all",
            "--metrics", ",".join(metrics or metric_names()), "--export", str(report), "--force-overwrite"]
+    for section in sections:
+        cmd += ["--section", section]
     if kernels:
         pattern = kernels[0] if len(kernels) == 1 else "regex:^(" + "|".join(kernels) + ")$"
         cmd += ["--kernel-name-base", "mangled", "--kernel-name", pattern]
@@ -173,6 +179,11 @@ def profile_command(ncu: str, target: list[str], report: Path, *, kernels: list[
 
 def import_command(ncu: str, report: Path) -> list[str]:
     return [ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"]
+
+
+def source_command(ncu: str, report: Path) -> list[str]:
+    """The report's source page: one row per SASS instruction with its warp samples."""
+    return [ncu, "--import", str(report), "--csv", "--page", "source", "--print-source", "sass"]
 
 
 # -- CSV -------------------------------------------------------------------------------

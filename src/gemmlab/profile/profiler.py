@@ -39,6 +39,7 @@ class ProfiledKernel:
     fields: dict = field(default_factory=dict)
     target: dict = field(default_factory=dict)
     command: str = ""
+    source: dict | None = None  # where the warps stalled (source.summarize), with --source
 
     def row(self, problem, params: dict, ncu_version: str, skip: int, count: int) -> dict:
         m = self.metrics
@@ -51,8 +52,9 @@ class ProfiledKernel:
                    block=self.fields.get("Block Size"),
                    dram_bytes=(read + write) if read is not None and write is not None else None,
                    flops=flops, ncu_version=ncu_version, ncu_command=self.command,
-                   metrics=self.metrics or None, extra={"label": self.label, "fields": self.fields} if self.fields else
-                   {"label": self.label})
+                   metrics=self.metrics or None,
+                   extra={"label": self.label, **({"fields": self.fields} if self.fields else {}),
+                          **({"source": self.source} if self.source else {})})
         row.update({k: v for k, v in self.headline.items()})
         return row
 
@@ -148,9 +150,47 @@ def plan_for(impl: Any, problem, params: dict, warmup: int, arch: str) -> Plan:
     return Plan(kernels, warmup * per_call, per_call, ck.params)
 
 
+def _our_sass(impl: Any, params: dict, arch: str):
+    """(instructions, main loop) of our kernel's SASS, for lining ncu's samples up with it;
+    (None, None) where no disassembler is installed."""
+    from ..cuda.compile import compile_kernel
+    from . import sass as S
+
+    tool = S.find_tool()
+    if tool is None:
+        return None, None
+    ck = compile_kernel(impl, params, arch=arch)
+    try:
+        fn = S.function_for(S.parse_sass(S.disassemble(ck.cubin, tool)), ck.mangled)
+    except GemmlabError:
+        return None, None
+    return fn.instructions, fn.main_loop()
+
+
+def source_summaries(ncu: str, report: Path, impl: Any, plan: Plan, arch: str, kernels: list) -> list[dict | None]:
+    """Per profiled kernel, where its warps stalled (source.summarize), from the report's source
+    page; our own kernel's samples split at its main loop."""
+    from .source import parse_source_csv, summarize
+
+    page = subprocess.run(N.source_command(ncu, report), capture_output=True, text=True, timeout=300).stdout
+    blocks = [b for b in parse_source_csv(page) if b.rows]
+    out: list[dict | None] = []
+    for n, result in enumerate(kernels):
+        block = next((b for b in blocks if b.name and b.name == result.kernel), blocks[n] if n < len(blocks) else None)
+        if block is None:
+            out.append(None)
+            continue
+        instructions, loop = (None, None)
+        if n == 0 and plan.kernels is not None:
+            instructions, loop = _our_sass(impl, plan.params, arch)
+        out.append(summarize(block, instructions, loop))
+    return out
+
+
 def profile_one(ncu: str, impl: Any, problem, params: dict, warmup: int, arch: str, workdir: Path,
-                timeout: float = 600, check: bool = True) -> tuple[Plan, list[ProfiledKernel]]:
-    """Run ncu over the target for one implementation; NcuError(fatal) when ncu cannot work here."""
+                timeout: float = 600, check: bool = True, source: bool = False) -> tuple[Plan, list[ProfiledKernel]]:
+    """Run ncu over the target for one implementation; NcuError(fatal) when ncu cannot work here.
+    `source`: also sample warp states per instruction (ncu's SourceCounters section)."""
     plan = plan_for(impl, problem, params, warmup, arch)
     report = workdir / f"{impl.name}.ncu-rep"
     target = [sys.executable, "-m", "gemmlab.profile.target", "--impl", impl.name, *target_args(problem),
@@ -158,7 +198,8 @@ def profile_one(ncu: str, impl: Any, problem, params: dict, warmup: int, arch: s
     if not check:
         target.append("--no-check")
     cmd = N.profile_command(ncu, target, report, kernels=plan.kernels, skip=plan.skip, count=plan.count,
-                            nvtx_range=RANGE if plan.kernels is None else None)
+                            nvtx_range=RANGE if plan.kernels is None else None,
+                            sections=(N.SOURCE_SECTION,) if source else ())
     shown = shlex.join(["ncu", *cmd[1:]])  # the full command, kept with the row
 
     def error(reason: str) -> tuple[Plan, list[ProfiledKernel]]:
@@ -187,6 +228,7 @@ def profile_one(ncu: str, impl: Any, problem, params: dict, warmup: int, arch: s
     if not results:
         problem_found = N.diagnose(imported.stdout + imported.stderr)
         return error(str(problem_found) if problem_found else "ncu's report holds no kernel")
+    stalls = source_summaries(ncu, report, impl, plan, arch, results) if source else [None] * len(results)
     out = []
     for n, r in enumerate(results):
         if n == 0:
@@ -200,7 +242,7 @@ def profile_one(ncu: str, impl: Any, problem, params: dict, warmup: int, arch: s
             reason = f"verification failed: {info.get('reason', '')}"
         asked = {name: r.metrics.get(name) for name in N.metric_names()}  # not ncu's ~200 device attributes
         out.append(ProfiledKernel(impl.name, impl.kind, label, r.kernel, "OK" if not reason else "FAIL", reason,
-                                  r.headline(), asked, r.fields, info, shown))
+                                  r.headline(), asked, r.fields, info, shown, stalls[n]))
     return plan, out
 
 
@@ -231,7 +273,8 @@ def measure_dram_bandwidth(nbytes: int = 1 << 30, repeat: int = 10) -> dict:
 
 def profile_many(impls: list, problem, params_for: Callable[[Any], dict], warmup: int, arch: str,
                  reports: Path | None = None, timeout: float = 600, check: bool = True,
-                 on_kernel: Callable[[Plan, ProfiledKernel], None] | None = None) -> list[ProfiledKernel]:
+                 on_kernel: Callable[[Plan, ProfiledKernel], None] | None = None,
+                 source: bool = False) -> list[ProfiledKernel]:
     ncu = N.find_ncu()
     if ncu is None:
         raise GemmlabError(N.NO_NCU)
@@ -240,7 +283,8 @@ def profile_many(impls: list, problem, params_for: Callable[[Any], dict], warmup
         workdir = Path(reports) if reports else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         for impl in impls:
-            plan, kernels = profile_one(ncu, impl, problem, params_for(impl), warmup, arch, workdir, timeout, check)
+            plan, kernels = profile_one(ncu, impl, problem, params_for(impl), warmup, arch, workdir, timeout, check,
+                                        source)
             for k in kernels:
                 out.append(k)
                 if on_kernel:
