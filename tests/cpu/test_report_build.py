@@ -126,3 +126,39 @@ def test_report_from_the_full_gpu_database(tmp_path):
     assert any(p.name.startswith("tune_") for p in written)
     occ_rows = [line for line in md.splitlines() if line.startswith("| ") and "| sm_90 |" in line]
     assert any(re.search(r"\| \d+\.\d% \| [a-z ,]+ \| \d+\.\d% \|$", line) for line in occ_rows)
+
+
+def test_profile_rows_of_a_tensor_core_problem_with_their_stall_samples(tmp_path):
+    """Rows as `gemmlab profile --op hgemm --source` stores them: the table names the whole
+    problem (type, layout, C type), and a table says where each kernel's warps stalled."""
+    from gemmlab.profile import rows
+    from gemmlab.store import ResultStore
+
+    db = tmp_path / "p.db"
+    store = ResultStore(db)
+    run_id = store.start_run("profile", "gemmlab profile --op hgemm --impl persistent --source", {})
+    store.close()
+    source = {"kernel": "void gemmlab::hgemm_persistent<...>", "samples": 1000.0, "aligned": True,
+              "note": "main loop 0x1000..0x2000", "regions": {
+                  "main loop": {"samples_pct": 81.5, "reasons": [["wait", 40.0], ["math_pipe_throttle", 30.0]]},
+                  "outside the main loop": {"samples_pct": 18.5, "reasons": [["barrier", 55.0]]}},
+              "hottest": [{"offset": 0x1230, "region": "main loop", "sass": "HGMMA.64x256x16.F32.BF16 R24, gdesc[UR4]",
+                           "samples_pct": 12.0, "reason": "wait"},
+                          {"offset": 0x2450, "region": "outside the main loop", "sass": "BAR.SYNC.DEFER_BLOCKING 0x1, 0x100",
+                           "samples_pct": 6.5, "reason": "barrier"}]}
+    conn = rows.connect(db)
+    rows.insert(conn, "profiles", run_id, op="hgemm", impl="persistent", impl_kind="kernel", kernel="k", M=4096,
+                N=4096, K=4096, dtype="bf16", layout="nt", out_dtype="bf16", status="OK", verified=True,
+                duration_us=190.0, dram_bytes=1e8, extra={"label": "persistent", "source": source})
+    rows.insert(conn, "profiles", run_id, op="hgemm", impl="cublas", impl_kind="baseline", kernel="sm90_xmma", M=4096,
+                N=4096, K=4096, dtype="bf16", layout="nt", out_dtype="bf16", status="OK", duration_us=191.0,
+                dram_bytes=1e8, extra={"label": "cublas"})
+    out = tmp_path / "rep"
+    write_report(db, out)
+    md = (out / "report.md").read_text()
+    assert "Nsight Compute metrics at 4096x4096x4096 bf16 nt C bf16" in md
+    assert "Where the warps stall" in md
+    line = next(ln for ln in md.splitlines() if "outside the main loop" in ln and "persistent" in ln)
+    assert "18.5%" in line and "barrier 55%" in line and "0x2450 BAR.SYNC" in line and "(6.5%)" in line
+    assert "wait 40%, math_pipe_throttle 30%" in md
+    assert md.count("| cublas |") <= 1, "a kernel without samples has no stall rows"

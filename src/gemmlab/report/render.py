@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .data import ReportData, Run, load
 from .plots import Plot, gflops_plot, ladder_plot, ladder_shape, roofline_plot, tune_plots
-from .tables import (SimpleTable, analysis_tables, bench_tables, env_table, profile_errors, profile_table,
+from .tables import (SimpleTable, analysis_tables, bench_tables, env_table, profile_errors, profile_table, stall_table,
                      rung_of, runs_table, tune_table)
 
 
@@ -239,6 +239,9 @@ def build(data: ReportData, out: Path, size: str | None, title: str, command: st
               "clocks left alone (`--clock-control none`), caches flushed between replay passes. Durations under "
               "the profiler are not the benchmark's timings; read the ratios between kernels.")
         doc.table(profile_table(data, run))
+        stalls = stall_table(data, run)
+        if stalls:
+            doc.table(stalls)
         errs = profile_errors(data, run)
         if errs:
             doc.table(errs)

@@ -25,9 +25,23 @@ class SimpleTable:
 
 
 def shape_of(r: dict) -> str:
+    """n=... for a sum, else MxNxK: the key the bench tables and plots group a run's rows by
+    (every row of one run has one input type, layout and C type)."""
     if r.get("M") is None and r.get("elements") is not None:  # a reduce row
         return f"n={r['elements']}"
     return f"{r['M']}x{r['N']}x{r['K']}"
+
+
+def problem_of(r: dict) -> str:
+    """A profile row's problem in full: shape_of, with the batch, the input type (other than
+    fp32), the layout (other than nn) and C's type (other than fp32) where the row has them."""
+    if r.get("M") is None:
+        return shape_of(r)
+    shape = (f"{r['batch']}x" if r.get("batch") not in (None, 1) else "") + shape_of(r)
+    extras = [r[k] for k, default in (("dtype", "fp32"), ("layout", "nn")) if r.get(k) not in (None, default)]
+    if r.get("out_dtype") not in (None, "fp32"):
+        extras.append(f"C {r['out_dtype']}")
+    return " ".join([shape, *extras])
 
 
 def _ordered(values) -> list:
@@ -134,7 +148,7 @@ def _fmt(v, digits: int) -> str:
 def profile_table(data: ReportData, run: Run) -> SimpleTable:
     rows = [p for p in data.profiles if p["run_id"] == run.id]
     ok = [p for p in rows if p.get("status") != "ERROR"]
-    shapes = _ordered(shape_of(p) for p in ok)
+    shapes = _ordered(problem_of(p) for p in ok)
     labels = [(p.get("extra") or {}).get("label") or p["impl"] for p in ok]
     t = SimpleTable(f"Nsight Compute metrics at {', '.join(shapes) or '-'}", ["metric", *labels],
                     right=set(range(1, len(labels) + 1)), note=run_note(run))
@@ -151,6 +165,30 @@ def profile_table(data: ReportData, run: Run) -> SimpleTable:
 def is_main(p: dict) -> bool:
     """The GEMM's own kernel, not a second kernel of the same GEMM (split-K's reduction)."""
     return ((p.get("extra") or {}).get("label") or p["impl"]) == p["impl"]
+
+
+def stall_table(data: ReportData, run: Run) -> SimpleTable | None:
+    """Where the warps stalled (`gemmlab profile --source`): each kernel's samples in its main loop
+    and outside it, the leading stall reasons of each, and its hottest instruction."""
+    rows = [p for p in data.profiles if p["run_id"] == run.id and (p.get("extra") or {}).get("source")]
+    if not rows:
+        return None
+    t = SimpleTable("Where the warps stall (ncu warp-state sampling, per SASS instruction)",
+                    ["kernel", "region", "share of samples", "leading stall reasons", "hottest instruction"],
+                    right={2}, note=run_note(run))
+    for p in rows:
+        s = p["extra"]["source"]
+        label = (p.get("extra") or {}).get("label") or p["impl"]
+        hot = {}
+        for h in s.get("hottest", []):
+            hot.setdefault(h["region"], h)
+        for region, r in s.get("regions", {}).items():
+            reasons = ", ".join(f"{name} {pct:.0f}%" for name, pct in r.get("reasons", [])) or "-"
+            h = hot.get(region)
+            where = f"{h['offset']:#06x} " if h and h.get("offset") is not None else ""
+            hottest = f"{where}{h['sass'][:48]} ({h['samples_pct']:.1f}%)" if h else "-"
+            t.add(label, region, f"{r['samples_pct']:.1f}%", reasons, hottest)
+    return t
 
 
 def profile_errors(data: ReportData, run: Run) -> SimpleTable | None:
