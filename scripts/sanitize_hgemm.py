@@ -101,6 +101,8 @@ def main(argv: list[str]) -> int:
     if bad or not dtypes:
         ap.error(f"--dtypes takes {', '.join(DTYPES)}")
     runs = plan(args.names, dtypes)
+    if not any(problems for _, _, problems, _ in runs):  # a clean sanitizer run of nothing proves nothing
+        ap.error(f"{args.names} takes none of {', '.join(dtypes)}: nothing to run")
     if args.count:
         counts: dict = {}
         for impl, dtype, problems, _ in runs:

@@ -181,6 +181,7 @@ def test_flops_of_a_profiled_launch():
     assert executed_flops(GemmProblem(8, 8, 8), ffma) == 2000.0, "CUDA cores: what ran"
     assert executed_flops(BatchedGemmProblem(8, 8, 8, batch=2), ffma) == 2000.0
     assert executed_flops(GemmProblem(8, 8, 8, dtype="bf16"), ffma) == 2 * 8 ** 3, "tensor cores: 2MNK"
+    assert executed_flops(GemmProblem(8, 8, 8, dtype="bf16"), ffma, main=False) is None, "not a library's 2nd kernel"
     assert executed_flops(GemmProblem(8, 8, 8), {}) is None and executed_flops(ReduceProblem(8), ffma) is None
     assert shape_fields(GemmProblem(2, 3, 4, dtype="fp16", layout="nt")) == {
         "M": 2, "N": 3, "K": 4, "dtype": "fp16", "layout": "nt", "out_dtype": "fp32"}

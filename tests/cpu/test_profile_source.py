@@ -126,3 +126,43 @@ def test_the_source_section_and_page_on_ncu_command_lines(tmp_path):
     assert "--section" not in N.profile_command("ncu", ["t"], tmp_path / "r", kernels=["_Zk"], skip=3, count=1)
     src = N.source_command("ncu", tmp_path / "r.ncu-rep")
     assert src[src.index("--page") + 1] == "source" and src[src.index("--print-source") + 1] == "sass"
+
+
+def test_each_profiled_kernel_takes_its_own_block_in_order(monkeypatch, tmp_path):
+    """A sum's passes (and a library's repeated kernel) are one kernel name several times: each
+    launch gets the next block of that name, not the first one again; where ncu prints no names,
+    blocks go by position; a page without samples gives each kernel ncu's reason."""
+    import subprocess
+    import types
+
+    from gemmlab.profile import profiler
+
+    heavy, light = [(0x0, "FADD R1, R1, R2 ;", 0, 90), (0x10, "EXIT ;", 0, 0)], [(0x0, "FADD R1, R1, R2 ;", 0, 3)]
+    text = page("reduce_k", heavy) + page("reduce_k", light) + page("reduce_k", [(0x0, "EXIT ;", 1, 0)])
+    monkeypatch.setattr(profiler.subprocess, "run", lambda *a, **k: types.SimpleNamespace(stdout=text, stderr=""))
+    plan = profiler.Plan(None, 0, 3, {})
+    results = [types.SimpleNamespace(kernel="reduce_k")] * 3
+    got = profiler.source_summaries("ncu", tmp_path / "r", None, plan, "sm_90", results)
+    assert [s["samples"] for s in got] == [90, 3, 1]
+    unnamed = [types.SimpleNamespace(kernel="other")] * 2
+    assert [s["samples"] for s in profiler.source_summaries("ncu", tmp_path / "r", None, plan, "sm_90", unnamed)] == [90, 3]
+    four = profiler.source_summaries("ncu", tmp_path / "r", None, plan, "sm_90", results + results[:1])
+    assert "no block" in four[3]["error"]
+
+    monkeypatch.setattr(profiler.subprocess, "run", lambda *a, **k: types.SimpleNamespace(
+        stdout="", stderr="==ERROR== Failed to profile kernel: the report has no source data\n"))
+    (bad,) = profiler.source_summaries("ncu", tmp_path / "r", None, plan, "sm_90", results[:1])
+    assert bad["error"].startswith("ncu failed to profile the kernel")
+    assert summary_lines("reduce_k", bad) == [f"reduce_k: no warp samples: {bad['error']}"]
+
+    def slow(*a, **k):
+        raise subprocess.TimeoutExpired("ncu", 300)
+
+    monkeypatch.setattr(profiler.subprocess, "run", slow)
+    assert "within 300 s" in profiler.source_summaries("ncu", tmp_path / "r", None, plan, "sm_90", results[:1])[0]["error"]
+
+
+def test_a_page_without_kernel_name_rows_is_one_block_per_header():
+    text = "\n".join(ln for ln in (page("a", TOY) + page("b", TOY[:2])).splitlines() if not ln.startswith("Kernel Name"))
+    a, b = parse_source_csv(text)
+    assert (len(a.rows), len(b.rows)) == (6, 2)

@@ -24,6 +24,7 @@ def _run(*args):
 @pytest.mark.parametrize("args,message", [
     (("scripts/sanitize_hgemm.py", "no_such_kernel"), "unknown kernel 'no_such_kernel'"),
     (("scripts/sanitize_hgemm.py", "--dtypes", "fp8"), "--dtypes takes fp16, bf16, tf32"),
+    (("scripts/sanitize_hgemm.py", "wmma", "--dtypes", "tf32"), "wmma takes none of tf32: nothing to run"),
     (("scripts/sanitize_kernels.py", "--op", "bgemm", "no_such_kernel"), "unknown kernel 'no_such_kernel'"),
     (("scripts/sanitize_reduce.py", "a", "b"), "unrecognized arguments: b"),
     (("scripts/hgemm_variants.py", "--sizes", "4096x"), "size '4096x' is not an integer or MxNxK"),

@@ -134,6 +134,15 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
         raise GemmlabError(N_.NO_NCU)
     device()  # one line when there is no GPU
     arch = info().arch
+    for i in list(impls):  # a kernel not built for this GPU (a wgmma rung off Hopper), as analyze says
+        if i.kind == "kernel":
+            try:
+                i.arch_for(arch)
+            except BadArgumentError:
+                refused.append(f"{i.name}: not built for {arch} (needs {i.arch})")
+                impls.remove(i)
+    if not impls:
+        raise BadArgumentError("; ".join(refused))
     impls = [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
     version = ncu_version(ncu)
     db_path = Path(db or DEFAULT_DB)

@@ -44,7 +44,7 @@ class ProfiledKernel:
     def row(self, problem, params: dict, ncu_version: str, skip: int, count: int) -> dict:
         m = self.metrics
         read, write = m.get("dram__bytes_read.sum"), m.get("dram__bytes_write.sum")
-        flops = executed_flops(problem, m)
+        flops = executed_flops(problem, m, main=self.label == self.impl)
         row = dict(op=op_of(problem), impl=self.impl, impl_kind=self.impl_kind, kernel=self.kernel, params=params,
                    **shape_fields(problem), status=self.status, reason=self.reason,
                    verified=self.target.get("verified"), rel_err=self.target.get("rel_err"),
@@ -63,16 +63,17 @@ def op_of(problem) -> str:
     return problem.op
 
 
-def executed_flops(problem, metrics: dict) -> float | None:
+def executed_flops(problem, metrics: dict, main: bool = True) -> float | None:
     """FLOPs of the profiled launch: twice its FFMAs where the op's kernels multiply-add on the
     CUDA cores (what ran, padding included); the problem's 2MNK for the tensor-core ops, whose
-    MMA instructions ncu does not count as FLOPs; none for a sum."""
+    MMA instructions ncu does not count as FLOPs, on the GEMM's `main` kernel only (not a
+    library's second kernel); none for a sum."""
     from ..ops import of
 
     if op_of(problem) == "reduce":
         return None
     if of(problem).math == "tensor":
-        return float(problem.flops)
+        return float(problem.flops) if main else None
     ffma = metrics.get("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")
     return 2 * ffma if ffma is not None else None
 
@@ -167,23 +168,35 @@ def _our_sass(impl: Any, params: dict, arch: str):
     return fn.instructions, fn.main_loop()
 
 
-def source_summaries(ncu: str, report: Path, impl: Any, plan: Plan, arch: str, kernels: list) -> list[dict | None]:
+def source_summaries(ncu: str, report: Path, impl: Any, plan: Plan, arch: str, kernels: list) -> list[dict]:
     """Per profiled kernel, where its warps stalled (source.summarize), from the report's source
-    page; our own kernel's samples split at its main loop."""
+    page, its blocks taken in order (a sum's passes launch one kernel several times, each its own
+    block); our own kernel's samples split at its main loop. A page ncu cannot print gives each
+    kernel {"error": why}."""
     from .source import parse_source_csv, summarize
 
-    page = subprocess.run(N.source_command(ncu, report), capture_output=True, text=True, timeout=300).stdout
-    blocks = [b for b in parse_source_csv(page) if b.rows]
-    out: list[dict | None] = []
+    try:
+        proc = subprocess.run(N.source_command(ncu, report), capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return [{"error": "ncu did not print the source page within 300 s"}] * len(kernels)
+    blocks = [b for b in parse_source_csv(proc.stdout) if b.rows]
+    if not blocks:
+        found = N.diagnose(proc.stdout + "\n" + proc.stderr)
+        why = str(found) if found else "ncu's source page holds no warp samples (SourceCounters not collected?)"
+        return [{"error": why}] * len(kernels)
+    out: list[dict] = []
+    next_block = 0
     for n, result in enumerate(kernels):
-        block = next((b for b in blocks if b.name and b.name == result.kernel), blocks[n] if n < len(blocks) else None)
-        if block is None:
-            out.append(None)
+        named = [i for i in range(next_block, len(blocks)) if blocks[i].name == result.kernel]
+        at = named[0] if named else next_block  # by name where ncu printed it, else by position
+        if at >= len(blocks):
+            out.append({"error": "no block of ncu's source page for this kernel"})
             continue
+        next_block = at + 1
         instructions, loop = (None, None)
         if n == 0 and plan.kernels is not None:
             instructions, loop = _our_sass(impl, plan.params, arch)
-        out.append(summarize(block, instructions, loop))
+        out.append(summarize(blocks[at], instructions, loop))
     return out
 
 

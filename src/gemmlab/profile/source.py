@@ -83,7 +83,7 @@ def parse_source_csv(text: str) -> list[SourceKernel]:
             header = [h.strip() for h in row]
             total_at = next((header.index(c) for c in TOTAL_COLUMNS if c in header), None)
             reasons = _reason_columns(header)
-            if current is None:  # a page printed without the kernel-name row
+            if current is None or current.rows:  # a page printed without kernel-name rows: one block per header
                 current = SourceKernel("")
                 kernels.append(current)
             continue
@@ -169,7 +169,9 @@ def summarize(kernel: SourceKernel, instructions=None, loop: tuple[int, int] | N
 
 
 def summary_lines(label: str, s: dict) -> list[str]:
-    """A summary as the lines `gemmlab profile --source` prints."""
+    """A summary as the lines `gemmlab profile --source` prints (or why there is none)."""
+    if "error" in s:
+        return [f"{label}: no warp samples: {s['error']}"]
     lines = [f"{label}: {s['samples']:,.0f} warp samples; {s['note']}"]
     for name, region in s["regions"].items():
         reasons = ", ".join(f"{r} {pct:.0f}%" for r, pct in region["reasons"]) or "-"

@@ -189,7 +189,7 @@ def roofline_plot(data: ReportData, out: Path, bench: Run | None = None) -> list
 
 def _roofline(data: ReportData, out: Path, bench: Run | None, shape: str) -> list[Plot]:
     profiled = [p for p in data.profiles if p.get("status") in ("OK", "FAIL") and is_main(p)
-                and p.get("dram_bytes") and p.get("duration_us") and p.get("M") is not None and shape_of(p) == shape]
+                and p.get("op", "sgemm") == "sgemm" and p.get("dram_bytes") and p.get("duration_us") and p.get("M") is not None and shape_of(p) == shape]
     latest: dict[str, dict] = {}  # the newest profile of each implementation at this shape
     for p in profiled:
         latest[p["impl"]] = p

@@ -170,7 +170,7 @@ def is_main(p: dict) -> bool:
 def stall_table(data: ReportData, run: Run) -> SimpleTable | None:
     """Where the warps stalled (`gemmlab profile --source`): each kernel's samples in its main loop
     and outside it, the leading stall reasons of each, and its hottest instruction."""
-    rows = [p for p in data.profiles if p["run_id"] == run.id and (p.get("extra") or {}).get("source")]
+    rows = [p for p in data.profiles if p["run_id"] == run.id and "regions" in ((p.get("extra") or {}).get("source") or {})]
     if not rows:
         return None
     t = SimpleTable("Where the warps stall (ncu warp-state sampling, per SASS instruction)",
