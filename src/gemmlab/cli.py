@@ -191,6 +191,14 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
                      dry_run, plot, db, session.command_line(), cluster, compile_workers, gpu, dtype, op)
 
 
+def _api_choice(problem, gpu: str, arch: str):
+    """What the API would run for `problem` (apichoice.resolve, imported on first use)."""
+    from .apichoice import resolve
+
+    return resolve(problem, gpu, arch)
+
+
+profile_commands.dispatch_resolver = _api_choice  # profile --impl dispatch asks the API, as bench does
 app.command()(profile_commands.profile)
 app.command()(profile_commands.analyze)
 

@@ -193,3 +193,35 @@ def test_reduce_without_gpu_is_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("GEMMLAB_NCU", str(tmp_path / "no-such-ncu"))
     code, out, err = run(capsys, "profile", "--op", "reduce", "--impl", "shuffle", "--n", "4096")
     assert code == 2 and err.startswith("error: ncu (Nsight Compute) was not found")
+
+
+def test_dispatch_is_profiled_as_the_kernel_it_stands_for(tmp_path, monkeypatch):
+    """profile --impl dispatch: the API's choice under the name `dispatch`; ncu's target runs the
+    implementation it stands for with the chosen parameters (the same kernel, by mangled name)."""
+    import types
+
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    from gemmlab import registry
+    from gemmlab.harness import dispatched
+    from gemmlab.profile import profiler
+
+    problem = GemmProblem(1024, 1024, 1024, dtype="bf16")
+    stand = dispatched.stand_in("hgemm", "persistent", {"BN": 64, "STAGES": 8})
+    seen = []
+    monkeypatch.setattr(profiler.subprocess, "run",
+                        lambda cmd, **k: seen.append(cmd) or types.SimpleNamespace(stdout="", stderr="", returncode=1))
+    plan, (k,) = profiler.profile_one("ncu", stand, problem, dict(stand.defaults), 3, "sm_90", tmp_path)
+    assert k.label == "dispatch" and k.status == "ERROR" and "wrote no report" in k.reason
+    cmd = seen[0]
+    target = cmd[cmd.index("--") + 1:]
+    assert target[target.index("--impl") + 1] == "persistent"
+    real = profiler.plan_for(registry.get("persistent", "hgemm"), problem, {"BN": 64, "STAGES": 8}, 3, "sm_90")
+    assert cmd[cmd.index("--kernel-name") + 1] == real.kernels[0] == plan.kernels[0]
+    assert json.loads(target[target.index("--params") + 1]) == real.params
+    named = profiler.profile_one("ncu", registry.get("persistent", "hgemm"), problem, {}, 3, "sm_90", tmp_path)[1][0]
+    assert named.label == "persistent" and "--impl persistent" in named.command
+
+
+def test_profile_dispatch_refuses_params(capsys):
+    code, out, err = run(capsys, "profile", "--op", "hgemm", "--impl", "dispatch", "--params", "BN=128")
+    assert code == 2 and "--params is for a named kernel" in err and len(err.strip().splitlines()) == 1

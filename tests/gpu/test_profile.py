@@ -142,3 +142,18 @@ def test_profile_source_splits_rung5s_warp_samples_at_its_k_loop(tmp_path, capsy
     assert loop["samples_pct"] + rest["samples_pct"] == pytest.approx(100.0)
     assert loop["reasons"] and rest["reasons"] and s["hottest"]
     assert "warp samples; main loop 0x" in out.out and "outside the main loop:" in out.out
+
+
+def test_profile_dispatch_profiles_what_the_api_runs(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    code = main(["profile", "--op", "hgemm", "--impl", "dispatch", "--dtype", "bf16", "--M", "1000", "--N", "3000",
+                 "--K", "2000", "--db", str(db)])
+    out = capsys.readouterr()
+    if code != 0 and "performance counters" in out.err:
+        pytest.skip(out.err.strip())
+    assert code == 0, out.err
+    (row,) = [r for r in rows.select(rows.connect(db), "profiles") if r["extra"]["label"] == "dispatch"]
+    assert row["impl"] == "dispatch" and row["status"] == "OK" and row["duration_us"] > 0
+    assert "dispatch at 1000x3000x2000: " in out.out
+    if row["impl_kind"] == "kernel":
+        assert row["verified"] == 1

@@ -14,6 +14,10 @@ from ..errors import BadArgumentError, GemmlabError
 from ..harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, params_for
 
 DEFAULT_SHAPE = 4096
+# (problem, GPU name, architecture) -> (implementation, parameters, where from): what the API would
+# run, for `profile --impl dispatch`. The API is above this layer, so gemmlab.cli hands it in
+# (apichoice.resolve), as it does to bench.
+dispatch_resolver = None
 
 
 def command_text(ctx: typer.Context | None = None) -> str:
@@ -87,7 +91,9 @@ def profile_table(kernels: list, title: str) -> Table:
     return table
 
 
-def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder (the rungs in order), all, a name or a,b,c (e.g. ladder,cublas)"),
+def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder (the rungs in order), all, a name or "
+                                                         "a,b,c (e.g. ladder,cublas); dispatch: what the API "
+                                                         "would run for this problem"),
             op: str = typer.Option("sgemm", help="the op: " + " | ".join(ops.names())),
             M: int = typer.Option(DEFAULT_SHAPE, "--M", min=1), N: int = typer.Option(DEFAULT_SHAPE, "--N", min=1),
             K: int = typer.Option(DEFAULT_SHAPE, "--K", min=1),
@@ -121,14 +127,21 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     from . import rows
     from .profiler import measure_dram_bandwidth, ncu_version, profile_many
 
-    impls = _select(impl, op=op)
+    from ..harness import dispatched
+
+    named, after = dispatched.split(impl)
+    if after is not None and params:
+        raise BadArgumentError(dispatched.PARAMS_REFUSED)
+    impls = _select(named, op=op) if named.strip() else []
     chosen = params_for(impls, params)
     the_op = ops.get(op)
     shape = f"n={problem.n}" if op == "reduce" else the_op.label(problem)
     refused = [r for r in (the_op.refusal(i, problem) for i in impls) if r]  # each names its kernel
     impls = [i for i in impls if not the_op.refusal(i, problem)]
-    if not impls:
+    if not impls and after is None:
         raise BadArgumentError("; ".join(refused) or f"--impl {impl!r} names nothing to profile")
+    if after is not None and dispatch_resolver is None:
+        raise BadArgumentError("--impl dispatch: this caller gives no dispatch resolver (gemmlab profile does)")
     ncu = N_.find_ncu()
     if ncu is None:
         raise GemmlabError(N_.NO_NCU)
@@ -141,6 +154,13 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
             except BadArgumentError:
                 refused.append(f"{i.name}: not built for {arch} (needs {i.arch})")
                 impls.remove(i)
+    picked = ""
+    if after is not None:  # the API's choice on this GPU, profiled under the name `dispatch`
+        name, dparams, where = dispatch_resolver(problem, info().name, arch)
+        stand = dispatched.stand_in(op, name, dparams)
+        chosen[stand.name] = dict(stand.defaults) if stand.kind == "kernel" else {}
+        impls = dispatched.place(impls, stand, after)
+        picked = dispatched.Pick(stand, name, chosen[stand.name], where).line(shape)
     if not impls:
         raise BadArgumentError("; ".join(refused))
     impls = [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
@@ -156,6 +176,8 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     rows.insert(conn, "bandwidth", run_id, **bw)
     console.print(f"ncu {version}; {info().name} ({arch}); DRAM copy {bw['gbps']:,.0f} GB/s; "
                   f"profiling {len(impls)} implementation(s) at {shape}")
+    if picked:
+        console.print(picked, highlight=False, markup=False)
     for line in refused:  # what --impl named but cannot run this problem
         console.print(f"  not profiled: {line}", highlight=False, markup=False)
     errors: list[str] = []

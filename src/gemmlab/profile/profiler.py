@@ -204,9 +204,14 @@ def profile_one(ncu: str, impl: Any, problem, params: dict, warmup: int, arch: s
                 timeout: float = 600, check: bool = True, source: bool = False) -> tuple[Plan, list[ProfiledKernel]]:
     """Run ncu over the target for one implementation; NcuError(fatal) when ncu cannot work here.
     `source`: also sample warp states per instruction (ncu's SourceCounters section)."""
+    from ..harness.dispatched import DISPATCH
+
     plan = plan_for(impl, problem, params, warmup, arch)
     report = workdir / f"{impl.name}.ncu-rep"
-    target = [sys.executable, "-m", "gemmlab.profile.target", "--impl", impl.name, *target_args(problem),
+    # `dispatch` (the API's choice) is a stand-in: the target runs the implementation it stands for,
+    # with the chosen parameters (plan.params), which builds the same kernel
+    runs_as = impl.same_as if impl.name == DISPATCH and getattr(impl, "same_as", None) else impl.name
+    target = [sys.executable, "-m", "gemmlab.profile.target", "--impl", runs_as, *target_args(problem),
               "--params", json.dumps(plan.params), "--warmup", str(warmup)]
     if not check:
         target.append("--no-check")
