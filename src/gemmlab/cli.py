@@ -19,6 +19,7 @@ from .errors import BadArgumentError, GemmlabError
 from .harness import session
 from .harness.bench import BenchOptions
 from .harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
+from .profile import analyze_command
 from .profile import commands as profile_commands
 from .tune.command import run_tune_command
 
@@ -200,7 +201,7 @@ def _api_choice(problem, gpu: str, arch: str):
 
 profile_commands.dispatch_resolver = _api_choice  # profile --impl dispatch asks the API, as bench does
 app.command()(profile_commands.profile)
-app.command()(profile_commands.analyze)
+app.command()(analyze_command.analyze)
 
 
 @app.command()
