@@ -9,8 +9,9 @@
 # GPU_CHECK_PARTS="tests", "sanitizer", "bench" or "api" runs one part; the default runs all
 # four. "tests" is tests/gpu without the sanitizer module (the CPU tests run in .ci/run on any
 # machine; GPU_CHECK_CPU=1 adds them here); it no longer fits a 10-minute device call (575 s for
-# 85% of it on an H200, session 10), so "tests-hgemm" (tests/gpu/test_hgemm_*.py) and
-# "tests-other" (the rest) run its two halves, each within one. Likewise "sanitizer" (six of its
+# 85% of it on an H200, session 10), so "tests-hgemm" (tests/gpu/test_hgemm_*.py), "tests-profile"
+# (tests/gpu/test_profile.py, the ncu runs) and "tests-other" (the rest) run its parts, each
+# within one. Likewise "sanitizer" (six of its
 # eight runs took 560 s on an H100) splits into "sanitizer-memcheck" and "sanitizer-racecheck", and
 # racecheck (570 s on an H100, session 11) again into "sanitizer-racecheck-hgemm" (the tensor-core
 # rungs' sweep) and "sanitizer-racecheck-other" (sgemm, bgemm, reduce). The hgemm sweep under
@@ -47,11 +48,20 @@ echo "== tests" | tee -a "$out/summary.txt"
 targets=(tests/gpu)
 [[ "${GPU_CHECK_CPU:-0}" == 1 ]] && targets=(tests)
 skip=(--ignore=tests/gpu/test_sanitizer.py)
-if [[ " $parts " == *" tests-hgemm "* && " $parts " != *" tests-other "* ]]; then
+# tests-hgemm (test_hgemm_*.py), tests-profile (test_profile.py: ncu runs, a minute or two) and
+# tests-other (the rest) select their files; any of them together run their union
+if [[ " $parts " =~ " tests-"(hgemm|profile|other)" " && " $parts " != *" tests "* ]]; then
     targets=()
-    for f in "$root"/tests/gpu/test_hgemm_*.py; do targets+=("tests/gpu/$(basename "$f")"); done
-elif [[ " $parts " == *" tests-other "* && " $parts " != *" tests-hgemm "* ]]; then
-    for f in "$root"/tests/gpu/test_hgemm_*.py; do skip+=(--ignore="tests/gpu/$(basename "$f")"); done
+    for f in "$root"/tests/gpu/test_*.py; do
+        name=$(basename "$f")
+        case $name in
+            test_sanitizer.py) continue ;;
+            test_hgemm_*) group=hgemm ;;
+            test_profile.py) group=profile ;;
+            *) group=other ;;
+        esac
+        [[ " $parts " == *" tests-$group "* ]] && targets+=("tests/gpu/$name")
+    done
 fi
 (cd "$root" && "$py" -m pytest "${targets[@]}" "${skip[@]}" -q -rs -p no:cacheprovider 2>&1) \
     | tee "$out/pytest.log" || status=1
