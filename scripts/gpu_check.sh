@@ -17,7 +17,7 @@
 # rungs' sweep) and "sanitizer-racecheck-other" (sgemm, bgemm, reduce). The hgemm sweep under
 # racecheck outgrew one call too (rung 5 alone: 1028 runs per 16-bit type, about 330 s each on an
 # H100, session 16): "sanitizer-racecheck-hgemm-fp16", "-bf16" and "-tf32" run one input type each.
-# "profile" (not in the default) is `gemmlab profile --op hgemm --impl dispatch,cublas --source` at
+# "profile" (not in the default) is `gemmlab profile --op hgemm --impl persistent,cublas --from-table --source` at
 # issue 14's weakest shapes and 4096^3 (profile.log, rows in results.db).
 # "sanitizer" is compute-sanitizer memcheck and
 # racecheck over every op (tests/gpu/test_sanitizer.py), "api" is `gemmlab bench --api all`
@@ -135,14 +135,15 @@ rm -f "$out"/bench_*.txt  # the timestamped batch files repeat bench.log
 fi
 
 if [[ " $parts " == *" profile "* ]]; then
-# issue 14's Nsight Compute figures: what the API runs beside cuBLAS (bf16, fp32 C) at the three
-# weakest shapes of the suite and at 4096^3 (the 102% target), with where the warps stall
+# issue 14's Nsight Compute figures: rung 5 with the table's parameters for the shape beside cuBLAS
+# (bf16, fp32 C) at the three weakest shapes of the suite and at 4096^3 (the 102% target), with
+# where the warps stall
 # (--source); the rows go to results.db, the tables and stall lines to profile.log. Not in the
 # default parts: four ncu runs with source sampling take minutes
 echo "== profile" | tee -a "$out/summary.txt"
 for shape in "1024 1024 1024" "1000 3000 2000" "512 512 8192" "4096 4096 4096"; do
     read -r m n k <<< "$shape"
-    (cd "$work" && "$py" -m gemmlab.cli profile --op hgemm --dtype bf16 --impl dispatch,cublas --source \
+    (cd "$work" && "$py" -m gemmlab.cli profile --op hgemm --dtype bf16 --impl persistent,cublas --from-table --source \
         --M "$m" --N "$n" --K "$k" --db "$out/results.db" 2>&1) | tee -a "$out/profile.log" || status=1
 done
 fi

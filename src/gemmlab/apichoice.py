@@ -1,5 +1,6 @@
 """The resolver behind `gemmlab bench --impl dispatch`: what a call with no implementation named
-(gemmlab.sgemm(A, B), hgemm, bgemm, reduce_sum) runs for a bench problem on a given GPU.
+(gemmlab.sgemm(A, B), hgemm, bgemm, reduce_sum) runs for a bench problem on a given GPU; and
+behind `gemmlab profile --from-table`: the parameters the shipped table ranks best for one kernel.
 
 It asks the API's own decision (api.core.decide: the shipped table, the refusals and slow paths,
 the tuning database named by GEMMLAB_DB, cuBLAS for transposed operands), so the bench times
@@ -33,3 +34,21 @@ def resolve(problem: Any, gpu: str, arch: str) -> tuple[str, dict, str]:
     if core.TUNED_NOTE in choice.reason:
         where += f"; parameters from the tuning database {tuning.database()}"
     return spec.name, dict(params), where
+
+
+def table_params(problem: Any, impl: str, gpu: str, arch: str) -> tuple[dict, str]:
+    """(parameters, where from) of kernel `impl` that the dispatch table ranks best for `problem`'s
+    op and dtype at the measured shape nearest to it on `gpu`, without the flags the problem sets;
+    ({}, why) where the table has no entry of that kernel there."""
+    from . import ops, registry
+    from .api import dispatch
+
+    op = ops.of(problem)
+    spec = registry.get(impl, op.name)
+    dtype = "fp32" if op.name == "reduce" else problem.dtype
+    choice = dispatch.choose(op.name, dtype, dims(problem), gpu, arch,
+                             accepts=lambda name: "" if name == impl else "not the kernel asked for")
+    if choice.impl != impl:
+        return {}, f"the table for {gpu} has no {impl} entry near {problem.shape}: its defaults"
+    fixed = op.fixed_params(spec, dtype) if op.name != "reduce" else {}
+    return {k: v for k, v in choice.params.items() if k in spec.defaults and k not in fixed}, choice.reason

@@ -199,7 +199,15 @@ def _api_choice(problem, gpu: str, arch: str):
     return resolve(problem, gpu, arch)
 
 
+def _table_params(problem, impl: str, gpu: str, arch: str):
+    """The dispatch table's best parameters of one kernel (apichoice.table_params, on first use)."""
+    from .apichoice import table_params
+
+    return table_params(problem, impl, gpu, arch)
+
+
 profile_commands.dispatch_resolver = _api_choice  # profile --impl dispatch asks the API, as bench does
+profile_commands.table_params = _table_params  # and --from-table its table
 app.command()(profile_commands.profile)
 app.command()(analyze_command.analyze)
 

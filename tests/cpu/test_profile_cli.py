@@ -225,3 +225,16 @@ def test_dispatch_is_profiled_as_the_kernel_it_stands_for(tmp_path, monkeypatch)
 def test_profile_dispatch_refuses_params(capsys):
     code, out, err = run(capsys, "profile", "--op", "hgemm", "--impl", "dispatch", "--params", "BN=128")
     assert code == 2 and "--params is for a named kernel" in err and len(err.strip().splitlines()) == 1
+
+
+def test_from_table_takes_the_tables_best_parameters_of_each_named_kernel(capsys):
+    from gemmlab.apichoice import table_params
+
+    params, where = table_params(GemmProblem(4096, 4096, 4096, dtype="bf16"), "persistent", "NVIDIA H100 80GB HBM3",
+                                 "sm_90")
+    assert params and "DTYPE" not in params and "OUT16" not in params, "the problem's flags are not the table's"
+    assert "4096x4096x4096" in where and "persistent" in where
+    none, why = table_params(GemmProblem(1024, 1024, 1024), "vectorize", "NVIDIA H100 80GB HBM3", "sm_90")
+    assert none == {} and "no vectorize entry" in why and "its defaults" in why
+    code, out, err = run(capsys, "profile", "--op", "hgemm", "--impl", "persistent", "--from-table", "--params", "BN=64")
+    assert code == 2 and "--from-table takes the table's parameters" in err

@@ -146,8 +146,8 @@ def test_profile_source_splits_rung5s_warp_samples_at_its_k_loop(tmp_path, capsy
 
 def test_profile_dispatch_profiles_what_the_api_runs(tmp_path, capsys):
     db = tmp_path / "r.db"
-    code = main(["profile", "--op", "hgemm", "--impl", "dispatch", "--dtype", "bf16", "--M", "1000", "--N", "3000",
-                 "--K", "2000", "--db", str(db)])
+    code = main(["profile", "--op", "hgemm", "--impl", "dispatch,persistent", "--from-table", "--dtype", "bf16",
+                 "--M", "1000", "--N", "3000", "--K", "2000", "--db", str(db)])
     out = capsys.readouterr()
     if code != 0 and "performance counters" in out.err:
         pytest.skip(out.err.strip())
@@ -157,3 +157,10 @@ def test_profile_dispatch_profiles_what_the_api_runs(tmp_path, capsys):
     assert "dispatch at 1000x3000x2000: " in out.out
     if row["impl_kind"] == "kernel":
         assert row["verified"] == 1
+    from gemmlab.apichoice import table_params
+    from gemmlab.cuda.device import info
+    from gemmlab.problem import GemmProblem
+
+    (ours,) = [r for r in rows.select(rows.connect(db), "profiles") if r["extra"]["label"] == "persistent"]
+    want, _ = table_params(GemmProblem(1000, 3000, 2000, dtype="bf16"), "persistent", info().name, info().arch)
+    assert ours["status"] == "OK" and all(ours["params"][k] == v for k, v in want.items()), "--from-table's pick"

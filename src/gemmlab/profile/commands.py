@@ -12,13 +12,16 @@ from rich.table import Table
 
 from .. import ops, registry
 from ..errors import BadArgumentError, GemmlabError
-from ..harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, params_for
+from ..harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
 
 DEFAULT_SHAPE = 4096
 # (problem, GPU name, architecture) -> (implementation, parameters, where from): what the API would
 # run, for `profile --impl dispatch`. The API is above this layer, so gemmlab.cli hands it in
 # (apichoice.resolve), as it does to bench.
 dispatch_resolver = None
+# (problem, kernel name, GPU name, architecture) -> (parameters, where from): the dispatch table's
+# best parameters of one kernel, for `profile --from-table` (apichoice.table_params, handed in too)
+table_params = None
 
 
 def command_text(ctx: typer.Context | None = None) -> str:
@@ -111,6 +114,9 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
             csv: Optional[Path] = typer.Option(None, help="also write this run's profile rows as CSV"),
             json_out: Optional[Path] = typer.Option(None, "--json", help="also write them as JSON"),
             reports: Optional[Path] = typer.Option(None, help="keep ncu's .ncu-rep files in this folder"),
+            from_table: bool = typer.Option(False, "--from-table",
+                                            help="each named kernel with the parameters the dispatch table ranks "
+                                                 "best for it near this shape on this GPU (not with --params)"),
             source: bool = typer.Option(False, "--source/--no-source",
                                         help="also sample where the warps stall, per SASS instruction: in the main "
                                              "loop or outside it (prologue, epilogue), the leading stall reasons and "
@@ -133,6 +139,8 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     named, after = dispatched.split(impl)
     if after is not None and params:
         raise BadArgumentError(dispatched.PARAMS_REFUSED)
+    if from_table and params:
+        raise BadArgumentError("--from-table takes the table's parameters; --params gives your own: one or the other")
     impls = _select(named, op=op) if named.strip() else []
     chosen = params_for(impls, params)
     the_op = ops.get(op)
@@ -155,6 +163,12 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
             except BadArgumentError:
                 refused.append(f"{i.name}: not built for {arch} (needs {i.arch})")
                 impls.remove(i)
+    table_lines = []
+    if from_table:
+        for i in impls:
+            if i.kind == "kernel":
+                chosen[i.name], where = table_params(problem, i.name, info().name, arch)
+                table_lines.append(f"{i.name}: {fmt_params(chosen[i.name]) or 'defaults'} ({where})")
     picked = ""
     if after is not None:  # the API's choice on this GPU, profiled under the name `dispatch`
         name, dparams, where = dispatch_resolver(problem, info().name, arch)
@@ -177,8 +191,8 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     rows.insert(conn, "bandwidth", run_id, **bw)
     console.print(f"ncu {version}; {info().name} ({arch}); DRAM copy {bw['gbps']:,.0f} GB/s; "
                   f"profiling {len(impls)} implementation(s) at {shape}")
-    if picked:
-        console.print(picked, highlight=False, markup=False)
+    for line in ([picked] if picked else []) + table_lines:
+        console.print(line, highlight=False, markup=False)
     for line in refused:  # what --impl named but cannot run this problem
         console.print(f"  not profiled: {line}", highlight=False, markup=False)
     errors: list[str] = []
