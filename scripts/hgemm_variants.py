@@ -121,19 +121,14 @@ def main() -> None:
 
 def dispatch_pick(base, dtype: str, shape) -> dict:
     """The parameters of `base` this GPU's dispatch table ranks best at the measured shape nearest to
-    `shape` (the API's own choice, dispatch.choose, with every other implementation refused),
-    without the flags the problem sets."""
-    from gemmlab.api import dispatch
+    `shape`, without the flags the problem sets (apichoice.table_params, as `gemmlab profile
+    --from-table` takes them); {} where the table has none."""
+    from gemmlab.apichoice import table_params
     from gemmlab.cuda.device import info
-    from gemmlab.ops.hgemm import OP
+    from gemmlab.problem import GemmProblem
 
     gpu = info()
-    choice = dispatch.choose("hgemm", dtype, tuple(shape), gpu.name, gpu.arch,
-                             accepts=lambda impl: "" if impl == base.name else "not the kernel varied here")
-    if choice.impl != base.name:
-        return {}
-    set_by_problem = OP.fixed_params(base, dtype)  # the flags the problem's dtype, layout and C type set
-    return {k: v for k, v in choice.params.items() if k in base.defaults and k not in set_by_problem}
+    return table_params(GemmProblem(*shape, dtype=dtype), base.name, gpu.name, gpu.arch)[0]
 
 
 def variant_name(values: dict, defaults: dict) -> str:
