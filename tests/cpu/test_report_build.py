@@ -162,3 +162,43 @@ def test_profile_rows_of_a_tensor_core_problem_with_their_stall_samples(tmp_path
     assert "18.5%" in line and "barrier 55%" in line and "0x2450 BAR.SYNC" in line and "(6.5%)" in line
     assert "wait 40%, math_pipe_throttle 30%" in md
     assert md.count("| cublas |") <= 1, "a kernel without samples has no stall rows"
+
+
+def test_the_other_ops_bench_runs_as_their_own_tables(tmp_path):
+    """hgemm, bgemm and reduce bench rows (as `gemmlab bench --op ...` stores them) get the tables
+    their op describes: its figures and its shares of the reference baselines, computed from the
+    rows; before, the report showed the SGEMM ladder only."""
+    from gemmlab.store import ResultStore
+
+    db = tmp_path / "ops.db"
+    store = ResultStore(db)
+    h = store.start_run("bench", "gemmlab bench --op hgemm --dtype bf16 --layout nt --impl persistent,cublas", {})
+    for impl, kind, t in (("persistent", "kernel", 0.190), ("cublas", "baseline", 0.200)):
+        store.add_result(h, op="hgemm", impl=impl, impl_kind=kind, M=4096, N=4096, K=4096, dtype="bf16",
+                         status="PASS", t_median_ms=t, gflops=2 * 4096 ** 3 / (t * 1e6),
+                         extra={"layout": "nt", "out_dtype": "fp32"})
+    r = store.start_run("bench", "gemmlab bench --op reduce --impl single_pass", {})
+    n = 1 << 24
+    for impl, kind, t, gbps in (("single_pass", "kernel", 0.030, 2237.0), ("cub", "baseline", 0.033, 2033.0),
+                                ("copy", "baseline", 0.050, 2684.0)):
+        store.add_result(r, op="reduce", impl=impl, impl_kind=kind, M=n, N=1, K=1, dtype="fp32", status="PASS",
+                         t_median_ms=t, gbps=gbps)
+    store.add_result(r, op="reduce", impl="tile_queue", impl_kind="kernel", M=n, N=1, K=1, dtype="fp32",
+                     status="FAIL", reason="relative error 1e-3 > bound")
+    b = store.start_run("bench", "gemmlab bench --op bgemm", {})
+    store.add_result(b, op="bgemm", impl="cublas", impl_kind="baseline", M=64, N=256, K=256, dtype="fp32",
+                     status="PASS", t_median_ms=0.01, gflops=100.0, extra={"batch": 16})
+    store.close()
+    out = tmp_path / "rep"
+    write_report(db, out)
+    md = (out / "report.md").read_text()
+    assert "No SGEMM benchmark rows" in md and "## Tensor-core GEMM (hgemm)" in md and "## Sum reduction (reduce)" in md
+    assert "hgemm (bf16, layout nt, C fp32): GFLOP/s" in md
+    line = next(ln for ln in md.splitlines() if ln.startswith("| persistent |") and "%" in ln)
+    assert "105.3%" in line, "share of cuBLAS: 0.200 / 0.190"
+    after_cub = md[md.index("reduce: share of cub"):].splitlines()
+    cub = next(ln for ln in after_cub if ln.startswith("| single_pass |"))
+    assert "110.0%" in cub, "share of cub: its time over ours, 0.033 / 0.030"
+    assert "| impl | 2^24 |" in md
+    assert "tile_queue" in md and "relative error 1e-3 > bound" in md
+    assert "16x64x256x256" in md, "bgemm's batch from extra"

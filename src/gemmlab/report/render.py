@@ -16,8 +16,12 @@ from pathlib import Path
 
 from .data import ReportData, Run, load
 from .plots import Plot, gflops_plot, ladder_plot, ladder_shape, roofline_plot, tune_plots
+from .op_tables import OTHER_OPS, op_bench_tables
 from .tables import (SimpleTable, analysis_tables, bench_tables, env_table, profile_errors, profile_table, stall_table,
                      rung_of, runs_table, tune_table)
+
+
+OP_HEADINGS = {"hgemm": "Tensor-core GEMM (hgemm)", "bgemm": "Batched SGEMM (bgemm)", "reduce": "Sum reduction (reduce)"}
 
 
 class Doc:
@@ -217,6 +221,7 @@ def build(data: ReportData, out: Path, size: str | None, title: str, command: st
 
     benches = data.bench_runs()
     doc.h(1, "Benchmark")
+    others = {op: data.bench_runs(op) for op in OTHER_OPS}
     if not benches:
         doc.p("No SGEMM benchmark rows in this database (`gemmlab bench` writes them).")
     for run in benches:
@@ -229,6 +234,12 @@ def build(data: ReportData, out: Path, size: str | None, title: str, command: st
         for plot in gflops_plot(data, bench, plots_dir) + ladder_plot(data, bench, plots_dir, size):
             plots.append(plot)
             doc.plot(plot)
+    for op, runs in others.items():  # the other ops, as their own description tables them
+        if runs:
+            doc.h(2, OP_HEADINGS[op])
+        for run in runs:
+            for t in op_bench_tables(data, run, op):
+                doc.table(t)
 
     doc.h(1, "Profiling (Nsight Compute)")
     profile_runs = data.profile_runs()
