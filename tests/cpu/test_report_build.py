@@ -202,3 +202,7 @@ def test_the_other_ops_bench_runs_as_their_own_tables(tmp_path):
     assert "| impl | 2^24 |" in md
     assert "tile_queue" in md and "relative error 1e-3 > bound" in md
     assert "16x64x256x256" in md, "bgemm's batch from extra"
+    assert ("hgemm (bf16, layout nt, C fp32) at 4096x4096x4096: the fastest gemmlab kernel is **persistent**, "
+            "105.3% of cublas") in md
+    assert "reduce at 2^24: the fastest gemmlab kernel is **single_pass**, 110.0% of cub" in md
+    assert "bgemm at" not in md, "no kernel of ours in that run: no headline"

@@ -136,6 +136,8 @@ def time_us(point) -> float | None:
 
 
 class ReduceOp(Op):
+    reference = REFERENCE  # the library a sum is measured against (the copy is a ceiling, not a rival)
+
     def problems(self, args: ShapeArgs) -> list:
         return [ReduceProblem(n) for n in parse_sizes(args.n, DEFAULT_BENCH_SIZES)]
 

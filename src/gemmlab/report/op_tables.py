@@ -104,3 +104,33 @@ def op_bench_tables(data: ReportData, run: Run, op_name: str) -> list[SimpleTabl
             t.add(r["impl"], problem_label(op_name, r), r["status"], r.get("reason") or "")
         tables.append(t)
     return tables
+
+
+def op_headline(data: ReportData, op_name: str) -> str | None:
+    """One line for the report's summary from the op's latest bench run: its fastest kernel at the
+    run's largest problem, as a share of the op's first reference (cuBLAS, the copy)."""
+    from .. import ops
+
+    runs = data.bench_runs(op_name)
+    if not runs:
+        return None
+    op = ops.get(op_name)
+    run = runs[-1]
+    rows = [r for r in data.results_of(run.id, op_name) if r.get("status") == "PASS"]
+    if not rows or not op.shares:
+        return None
+    # against the library the op names as its rival (cuBLAS, CUB), not a ceiling such as the copy
+    share = next((s for s in op.shares if s.reference == getattr(op, "reference", None)), op.shares[0])
+    label = max(_ordered(problem_label(op_name, r) for r in rows),
+                key=lambda lab: max(r["M"] * r["N"] * r["K"] * ((r.get("extra") or {}).get("batch") or 1)
+                                    for r in rows if problem_label(op_name, r) == lab))
+    at = {r["impl"]: r for r in rows if problem_label(op_name, r) == label}
+    ref = at.get(share.reference)
+    kernels = [r for r in at.values() if r.get("impl_kind") == "kernel" and share.metric(RowPoint(r))]
+    if ref is None or not kernels or not share.metric(RowPoint(ref)):
+        return None
+    best = max(kernels, key=lambda r: share.metric(RowPoint(r)))
+    pct = 100 * share.metric(RowPoint(best)) / share.metric(RowPoint(ref))
+    what = _problem_note(op_name, rows)
+    return (f"{op_name}{f' ({what})' if what else ''} at {label}: the fastest gemmlab kernel is **{best['impl']}**, "
+            f"{pct:.1f}% of {share.reference} (run {run.id}).")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .data import ReportData, Run, load
 from .plots import Plot, gflops_plot, ladder_plot, ladder_shape, roofline_plot, tune_plots
-from .op_tables import OTHER_OPS, op_bench_tables
+from .op_tables import OTHER_OPS, op_bench_tables, op_headline
 from .tables import (SimpleTable, analysis_tables, bench_tables, env_table, profile_errors, profile_table, stall_table,
                      rung_of, runs_table, tune_table)
 
@@ -192,6 +192,7 @@ def headlines(data: ReportData) -> list[str]:
                 first, last = at[ladder[0]], at[ladder[-1]]
                 out.append(f"From rung {rung_of(ladder[0])} ({ladder[0]}) to rung {rung_of(ladder[-1])} "
                            f"({ladder[-1]}): {last['gflops'] / first['gflops']:.0f}x at {shape}.")
+    out += [line for line in (op_headline(data, op) for op in OTHER_OPS) if line]
     peak, why = data.fp32_peak_gflops()
     if peak:
         out.append(f"FP32 FMA peak of the GPU: {why}.")
