@@ -238,3 +238,24 @@ def test_from_table_takes_the_tables_best_parameters_of_each_named_kernel(capsys
     assert none == {} and "no vectorize entry" in why and "its defaults" in why
     code, out, err = run(capsys, "profile", "--op", "hgemm", "--impl", "persistent", "--from-table", "--params", "BN=64")
     assert code == 2 and "--from-table takes the table's parameters" in err
+
+
+def test_the_selection_on_a_gpu_it_does_not_need(monkeypatch):
+    """What profile runs, resolved for a named GPU with none here: --from-table's parameters and
+    the API's choice for an H100; on an A100 the wgmma rungs are refused, each with a line."""
+    import gemmlab.cli  # noqa: F401  (hands the API's resolvers to the profile command)
+    from gemmlab.ops.hgemm import OP
+    from gemmlab.profile.commands import Selection
+
+    p = GemmProblem(4096, 4096, 4096, dtype="bf16")
+    s = Selection.named(OP, p, "dispatch,persistent,cublas", None, True)
+    s.on_gpu("NVIDIA H100 80GB HBM3", "sm_90", "4096x4096x4096")
+    assert [i.name for i in s.impls] == ["dispatch", "persistent", "cublas"]
+    assert s.chosen["persistent"]["BN"] == 256 and s.chosen["dispatch"]["BN"] == 256, "the table's pick, both ways"
+    assert s.lines[0].startswith("dispatch at 4096x4096x4096: persistent") and s.lines[1].startswith("persistent: BN=256")
+    a100 = Selection.named(OP, p, "ladder", None, False)
+    a100.on_gpu("NVIDIA A100-SXM4-80GB", "sm_80", "4096x4096x4096")
+    assert [i.name for i in a100.impls] == ["wmma", "mma_sync"]
+    assert any(r.startswith("persistent: not built for sm_80") for r in a100.refused)
+    with pytest.raises(BadArgumentError, match="tma_wgmma: not built for sm_80"):
+        Selection.named(OP, p, "tma_wgmma", None, False).on_gpu("NVIDIA A100-SXM4-80GB", "sm_80", "x")

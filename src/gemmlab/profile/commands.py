@@ -74,6 +74,63 @@ def _problem(op: str, given: dict, M: int, N: int, K: int, n: int | None, alpha:
     return the_op.problems(ops.shape_args(op, M=M, N=N, K=K, alpha=alpha, beta=beta, **given))[0]
 
 
+class Selection:
+    """What `profile` runs: the kernels and baselines --impl names (minus those that refuse the
+    problem, each with its line), `dispatch` where named (the API's choice, resolved on the GPU),
+    and each one's parameters (--params, or the dispatch table's with --from-table)."""
+
+    def __init__(self, the_op, problem, impls: list, chosen: dict, refused: list, after, from_table: bool):
+        self.op, self.problem, self.impls, self.chosen, self.refused = the_op, problem, impls, chosen, refused
+        self.after, self.from_table = after, from_table  # after: the names given after `dispatch` (None: not named)
+        self.lines: list[str] = []
+
+    @classmethod
+    def named(cls, the_op, problem, impl: str, params: str | None, from_table: bool) -> "Selection":
+        """The selection as far as it is known without a GPU; bad input is one line here."""
+        from ..harness import dispatched
+
+        named, after = dispatched.split(impl)
+        if after is not None and params:
+            raise BadArgumentError(dispatched.PARAMS_REFUSED)
+        if from_table and params:
+            raise BadArgumentError("--from-table takes the table's parameters; --params gives your own: one or the other")
+        impls = _select(named, op=the_op.name) if named.strip() else []
+        chosen = params_for(impls, params)
+        refused = [r for r in (the_op.refusal(i, problem) for i in impls) if r]  # each names its kernel
+        impls = [i for i in impls if not the_op.refusal(i, problem)]
+        if not impls and after is None:
+            raise BadArgumentError("; ".join(refused) or f"--impl {impl!r} names nothing to profile")
+        if after is not None and dispatch_resolver is None:
+            raise BadArgumentError("--impl dispatch: this caller gives no dispatch resolver (gemmlab profile does)")
+        return cls(the_op, problem, impls, chosen, refused, after, from_table)
+
+    def on_gpu(self, gpu: str, arch: str, shape: str) -> None:
+        """What needs the GPU's name and architecture: kernels not built for it refused (a wgmma
+        rung off Hopper, as analyze says), the table's parameters, the API's choice."""
+        from ..harness import dispatched
+
+        for i in list(self.impls):
+            if i.kind == "kernel":
+                try:
+                    i.arch_for(arch)
+                except BadArgumentError:
+                    self.refused.append(f"{i.name}: not built for {arch} (needs {i.arch})")
+                    self.impls.remove(i)
+        if self.from_table:
+            for i in self.impls:
+                if i.kind == "kernel":
+                    self.chosen[i.name], where = table_params(self.problem, i.name, gpu, arch)
+                    self.lines.append(f"{i.name}: {fmt_params(self.chosen[i.name]) or 'defaults'} ({where})")
+        if self.after is not None:  # the API's choice on this GPU, profiled under the name `dispatch`
+            name, params, where = dispatch_resolver(self.problem, gpu, arch)
+            stand = dispatched.stand_in(self.op.name, name, params)
+            self.chosen[stand.name] = dict(stand.defaults) if stand.kind == "kernel" else {}
+            self.impls = dispatched.place(self.impls, stand, self.after)
+            self.lines.insert(0, dispatched.Pick(stand, name, self.chosen[stand.name], where).line(shape))
+        if not self.impls:
+            raise BadArgumentError("; ".join(self.refused))
+
+
 def _fmt(value, digits: int) -> str:
     if value is None:
         return "-"
@@ -134,50 +191,16 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     from . import rows
     from .profiler import measure_dram_bandwidth, ncu_version, profile_many
 
-    from ..harness import dispatched
-
-    named, after = dispatched.split(impl)
-    if after is not None and params:
-        raise BadArgumentError(dispatched.PARAMS_REFUSED)
-    if from_table and params:
-        raise BadArgumentError("--from-table takes the table's parameters; --params gives your own: one or the other")
-    impls = _select(named, op=op) if named.strip() else []
-    chosen = params_for(impls, params)
     the_op = ops.get(op)
     shape = f"n={problem.n}" if op == "reduce" else the_op.label(problem)
-    refused = [r for r in (the_op.refusal(i, problem) for i in impls) if r]  # each names its kernel
-    impls = [i for i in impls if not the_op.refusal(i, problem)]
-    if not impls and after is None:
-        raise BadArgumentError("; ".join(refused) or f"--impl {impl!r} names nothing to profile")
-    if after is not None and dispatch_resolver is None:
-        raise BadArgumentError("--impl dispatch: this caller gives no dispatch resolver (gemmlab profile does)")
+    picks = Selection.named(the_op, problem, impl, params, from_table)  # checked before any GPU work
     ncu = N_.find_ncu()
     if ncu is None:
         raise GemmlabError(N_.NO_NCU)
     device()  # one line when there is no GPU
     arch = info().arch
-    for i in list(impls):  # a kernel not built for this GPU (a wgmma rung off Hopper), as analyze says
-        if i.kind == "kernel":
-            try:
-                i.arch_for(arch)
-            except BadArgumentError:
-                refused.append(f"{i.name}: not built for {arch} (needs {i.arch})")
-                impls.remove(i)
-    table_lines = []
-    if from_table:
-        for i in impls:
-            if i.kind == "kernel":
-                chosen[i.name], where = table_params(problem, i.name, info().name, arch)
-                table_lines.append(f"{i.name}: {fmt_params(chosen[i.name]) or 'defaults'} ({where})")
-    picked = ""
-    if after is not None:  # the API's choice on this GPU, profiled under the name `dispatch`
-        name, dparams, where = dispatch_resolver(problem, info().name, arch)
-        stand = dispatched.stand_in(op, name, dparams)
-        chosen[stand.name] = dict(stand.defaults) if stand.kind == "kernel" else {}
-        impls = dispatched.place(impls, stand, after)
-        picked = dispatched.Pick(stand, name, chosen[stand.name], where).line(shape)
-    if not impls:
-        raise BadArgumentError("; ".join(refused))
+    picks.on_gpu(info().name, arch, shape)
+    impls, chosen, refused = picks.impls, picks.chosen, picks.refused
     impls = [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
     version = ncu_version(ncu)
     db_path = Path(db or DEFAULT_DB)
@@ -191,7 +214,7 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     rows.insert(conn, "bandwidth", run_id, **bw)
     console.print(f"ncu {version}; {info().name} ({arch}); DRAM copy {bw['gbps']:,.0f} GB/s; "
                   f"profiling {len(impls)} implementation(s) at {shape}")
-    for line in ([picked] if picked else []) + table_lines:
+    for line in picks.lines:  # the API's choice, the table's parameters
         console.print(line, highlight=False, markup=False)
     for line in refused:  # what --impl named but cannot run this problem
         console.print(f"  not profiled: {line}", highlight=False, markup=False)
