@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command on a GPU machine: the GPU tests, compute-sanitizer memcheck and racecheck, then the default SGEMM benchmark against cuBLAS, the reduction
 # benchmark against CUB, batched SGEMM against cuBLAS strided-batched and torch.bmm, and the tensor-core (hgemm) benchmarks against cuBLAS in bf16, fp16
-# and tf32, logs in one folder (six files, so that a lent machine's
-# eight-file limit on returned output is respected).
+# and tf32, logs in one folder (at most eight files, a lent machine's limit on returned output:
+# summary, pytest, sanitizer, bench log and tables, results.db, API tables and log; the profile
+# part, not in the default, adds profile.log: run it apart).
 #   scripts/gpu_check.sh [OUTDIR]          (default ./gpu-check)
 # Extra arguments after OUTDIR go to the SGEMM `gemmlab bench` (e.g. --sizes 1024,4096).
 # Runs from the source tree (PYTHONPATH=src), as the GPU machines have no package index.
@@ -64,6 +65,8 @@ if [[ " $parts " =~ " tests-"(hgemm|profile|other)" " && " $parts " != *" tests 
         esac
         [[ " $parts " == *" tests-$group "* ]] && targets+=("tests/gpu/$name")
     done
+    # GPU_CHECK_CPU=1 adds the CPU tests to the part that used to carry them
+    [[ "${GPU_CHECK_CPU:-0}" == 1 && " $parts " == *" tests-other "* ]] && targets+=(tests/cpu)
 fi
 (cd "$root" && "$py" -m pytest "${targets[@]}" "${skip[@]}" -q -rs -p no:cacheprovider 2>&1) \
     | tee "$out/pytest.log" || status=1

@@ -259,3 +259,20 @@ def test_the_selection_on_a_gpu_it_does_not_need(monkeypatch):
     assert any(r.startswith("persistent: not built for sm_80") for r in a100.refused)
     with pytest.raises(BadArgumentError, match="tma_wgmma: not built for sm_80"):
         Selection.named(OP, p, "tma_wgmma", None, False).on_gpu("NVIDIA A100-SXM4-80GB", "sm_80", "x")
+
+
+def test_from_table_leaves_a_transposed_layout_to_the_kernels_defaults():
+    """The table measured row-major operands: for tf32 in layout tn its 128 x 256 pick would break
+    the layout's constraint (rung 6 transposes B's tiles in registers there), so the defaults run, said."""
+    import gemmlab.cli  # noqa: F401
+    from gemmlab.ops.hgemm import OP
+    from gemmlab.profile.commands import Selection
+
+    tn = GemmProblem(4096, 4096, 4096, dtype="tf32", layout="tn")
+    s = Selection.named(OP, tn, "tf32_wgmma", None, True)
+    s.on_gpu("NVIDIA H100 80GB HBM3", "sm_90", "4096x4096x4096 tn")
+    assert s.chosen["tf32_wgmma"] == {} and "the table measured layout nn, not tn" in s.lines[0]
+    assert s.lines[0].startswith("tf32_wgmma: defaults (")
+    nn = Selection.named(OP, GemmProblem(4096, 4096, 4096, dtype="tf32"), "tf32_wgmma", None, True)
+    nn.on_gpu("NVIDIA H100 80GB HBM3", "sm_90", "4096x4096x4096")
+    assert nn.chosen["tf32_wgmma"] and "4096x4096x4096" in nn.lines[0]

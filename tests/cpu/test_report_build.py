@@ -188,6 +188,10 @@ def test_the_other_ops_bench_runs_as_their_own_tables(tmp_path):
     b = store.start_run("bench", "gemmlab bench --op bgemm", {})
     store.add_result(b, op="bgemm", impl="cublas", impl_kind="baseline", M=64, N=256, K=256, dtype="fp32",
                      status="PASS", t_median_ms=0.01, gflops=100.0, extra={"batch": 16})
+    store.add_result(b, op="bgemm", impl="cublas", impl_kind="baseline", M=64, N=256, K=256, dtype="fp32",
+                     status="PASS", t_median_ms=0.02, gflops=50.0, extra={"batch": 8})
+    store.add_result(b, op="bgemm", impl="dispatch", impl_kind="kernel", M=64, N=256, K=256, dtype="fp32",
+                     status="PASS", t_median_ms=0.005, gflops=200.0, extra={"batch": 16})
     store.close()
     out = tmp_path / "rep"
     write_report(db, out)
@@ -205,4 +209,9 @@ def test_the_other_ops_bench_runs_as_their_own_tables(tmp_path):
     assert ("hgemm (bf16, layout nt, C fp32) at 4096x4096x4096: the fastest gemmlab kernel is **persistent**, "
             "105.3% of cublas") in md
     assert "reduce at 2^24: the fastest gemmlab kernel is **single_pass**, 110.0% of cub" in md
-    assert "bgemm at" not in md, "no kernel of ours in that run: no headline"
+    assert "bgemm at" not in md, "dispatch stands for some implementation: not a kernel of ours to headline"
+    after_bgemm = md[md.index("bgemm: share of cublas"):].splitlines()
+    assert "| impl | 16x64x256x256 | 8x64x256x256 |" in after_bgemm, "batches of one shape stay apart"
+    assert next(ln for ln in after_bgemm if ln.startswith("| dispatch |")) == "| dispatch | 200.0% | - |"
+    after_copy = md[md.index("reduce: share of the copy bandwidth"):].splitlines()
+    assert next(ln for ln in after_copy if ln.startswith("| single_pass |")) == "| single_pass | 83.3% |"

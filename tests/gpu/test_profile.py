@@ -163,4 +163,7 @@ def test_profile_dispatch_profiles_what_the_api_runs(tmp_path, capsys):
 
     (ours,) = [r for r in rows.select(rows.connect(db), "profiles") if r["extra"]["label"] == "persistent"]
     want, _ = table_params(GemmProblem(1000, 3000, 2000, dtype="bf16"), "persistent", info().name, info().arch)
+    if not want:
+        pytest.skip(f"the dispatch table has no rung-5 entry for {info().name}")
     assert ours["status"] == "OK" and all(ours["params"][k] == v for k, v in want.items()), "--from-table's pick"
+    assert row["extra"]["chosen"]["impl"] in ("persistent", "cublas"), "which implementation dispatch stood for"

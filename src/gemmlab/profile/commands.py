@@ -117,18 +117,40 @@ class Selection:
                     self.refused.append(f"{i.name}: not built for {arch} (needs {i.arch})")
                     self.impls.remove(i)
         if self.from_table:
+            if table_params is None:
+                raise BadArgumentError("--from-table: this caller gives no dispatch table (gemmlab profile does)")
             for i in self.impls:
                 if i.kind == "kernel":
-                    self.chosen[i.name], where = table_params(self.problem, i.name, gpu, arch)
-                    self.lines.append(f"{i.name}: {fmt_params(self.chosen[i.name]) or 'defaults'} ({where})")
+                    params, where = self._table_pick(i, gpu, arch)
+                    self.chosen[i.name] = params
+                    self.lines.append(f"{i.name}: {fmt_params(params) if params else 'defaults'} ({where})")
         if self.after is not None:  # the API's choice on this GPU, profiled under the name `dispatch`
             name, params, where = dispatch_resolver(self.problem, gpu, arch)
             stand = dispatched.stand_in(self.op.name, name, params)
             self.chosen[stand.name] = dict(stand.defaults) if stand.kind == "kernel" else {}
             self.impls = dispatched.place(self.impls, stand, self.after)
-            self.lines.insert(0, dispatched.Pick(stand, name, self.chosen[stand.name], where).line(shape))
+            self._pick = dispatched.Pick(stand, name, self.chosen[stand.name], where)
+            self.lines.insert(0, self._pick.line(shape))
         if not self.impls:
             raise BadArgumentError("; ".join(self.refused))
+
+    def _table_pick(self, impl, gpu: str, arch: str) -> tuple[dict, str]:
+        """The table's parameters of `impl` for this problem, or ({}, why) where they do not apply:
+        the table measured row-major operands (layout nn), and a pick must hold in this problem's
+        layout and C type (tf32 in layout tn refuses rung 6's 128 x 256 default, for one)."""
+        layout = getattr(self.problem, "layout", "nn")
+        if layout != "nn":
+            return {}, f"the table measured layout nn, not {layout}: the kernel's defaults for {layout}"
+        params, where = table_params(self.problem, impl.name, gpu, arch)
+        broken = impl.failed_constraints(impl.defaults | self.op.kernel_params(impl, params, self.problem))
+        if broken:
+            return {}, f"the table's pick breaks {broken[0]} here: the kernel's defaults"
+        return params, where
+
+    @property
+    def record(self) -> dict | None:
+        """What a `dispatch` row keeps of the choice (its `extra`), as bench keeps it."""
+        return self._pick.record if getattr(self, "_pick", None) else None
 
 
 def _fmt(value, digits: int) -> str:
@@ -221,7 +243,10 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     errors: list[str] = []
 
     def record(plan, k) -> None:
-        rows.insert(conn, "profiles", run_id, **k.row(problem, plan.params, version, plan.skip, plan.count))
+        row = k.row(problem, plan.params, version, plan.skip, plan.count)
+        if k.impl == "dispatch" and picks.record:  # which implementation the API chose, and why
+            row["extra"] = {**row["extra"], "chosen": picks.record}
+        rows.insert(conn, "profiles", run_id, **row)
         state = "ok" if k.status == "OK" else f"{k.status}: {k.reason}"
         console.print(f"  {k.label}: {state}", highlight=False, markup=False)
         if k.status != "OK":

@@ -126,7 +126,8 @@ def op_headline(data: ReportData, op_name: str) -> str | None:
                                     for r in rows if problem_label(op_name, r) == lab))
     at = {r["impl"]: r for r in rows if problem_label(op_name, r) == label}
     ref = at.get(share.reference)
-    kernels = [r for r in at.values() if r.get("impl_kind") == "kernel" and share.metric(RowPoint(r))]
+    kernels = [r for r in at.values() if r.get("impl_kind") == "kernel" and r["impl"] != "dispatch"
+               and share.metric(RowPoint(r))]  # dispatch stands for one of them (or for a library)
     if ref is None or not kernels or not share.metric(RowPoint(ref)):
         return None
     best = max(kernels, key=lambda r: share.metric(RowPoint(r)))
