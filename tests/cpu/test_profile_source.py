@@ -5,6 +5,7 @@ ncu prints (a "Kernel Name" row, an "Address" header, a row per instruction); no
 a GPU is in tests/fixtures yet (tests/gpu/test_profile.py checks a real one)."""
 import csv
 import io
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,15 @@ def test_a_page_without_kernel_name_rows_is_one_block_per_header():
     text = "\n".join(ln for ln in (page("a", TOY) + page("b", TOY[:2])).splitlines() if not ln.startswith("Kernel Name"))
     a, b = parse_source_csv(text)
     assert (len(a.rows), len(b.rows)) == (6, 2)
+
+
+REAL_PAGE = Path(__file__).resolve().parents[1] / "fixtures" / "ncu" / "source-hgemm-persistent.csv"
+
+
+@pytest.mark.skipif(not REAL_PAGE.exists(), reason="no source page captured yet (tests/fixtures/ncu/capture.sh on a GPU "
+                                                   "writes source-hgemm-persistent.csv)")
+def test_a_source_page_captured_on_a_gpu_parses():
+    (k,) = [b for b in parse_source_csv(REAL_PAGE.read_text()) if b.rows]
+    assert "hgemm_persistent" in k.name and k.samples > 0
+    assert any(r.reasons for r in k.rows), "per-reason columns found"
+    assert any(r.opcode == "HGMMA" for r in k.rows) and summarize(k)["hottest"]
