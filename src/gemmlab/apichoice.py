@@ -45,10 +45,9 @@ def table_params(problem: Any, impl: str, gpu: str, arch: str) -> tuple[dict, st
 
     op = ops.of(problem)
     spec = registry.get(impl, op.name)
-    dtype = "fp32" if op.name == "reduce" else problem.dtype
-    choice = dispatch.choose(op.name, dtype, dims(problem), gpu, arch,
+    choice = dispatch.choose(op.name, problem.dtype, dims(problem), gpu, arch,
                              accepts=lambda name: "" if name == impl else "not the kernel asked for")
     if choice.impl != impl:
         return {}, f"the table for {gpu} has no {impl} entry near {problem.shape}: its defaults"
-    fixed = op.fixed_params(spec, dtype) if op.name != "reduce" else {}
+    fixed = op.fixed_params(spec, problem.dtype)  # the flags the problem sets, not the table
     return {k: v for k, v in choice.params.items() if k in spec.defaults and k not in fixed}, choice.reason

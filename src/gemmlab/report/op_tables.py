@@ -1,28 +1,66 @@
-"""Benchmark tables of the ops besides SGEMM (hgemm, bgemm, reduce) in the report, built from
-what each op says of itself (ops/base.py: its metrics and its shares of reference baselines), so
-the report shows them as `gemmlab bench` prints them, from the database rows alone.
+"""Benchmark tables of the ops besides SGEMM (hgemm, bgemm, reduce) in the report: the tables
+`gemmlab bench` prints for them (harness.tables.bench_tables, from what each op says of itself:
+its figures and its shares of reference baselines), built again from the database rows alone.
 
-The op's metric functions read benchmark points (harness.bench.Point); a database row is given
-to them as a `RowPoint`, which has the figures a point computes (GFLOP/s, GB/s, the median time)
-as the row stored them.
+harness.tables reads benchmark points (harness.bench.Point); a database row is given to it as a
+`RowPoint`, with the row's problem, status and the figures the point had (GFLOP/s, GB/s, the
+median time) as the row stored them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from types import SimpleNamespace
 
-from ..problem import size_label
+from ..harness.tables import bench_tables, failures_table
+from ..problem import problem_from_dict
 from .data import ReportData, Run
 from .tables import SimpleTable, _ordered, run_note
 
 OTHER_OPS = ("hgemm", "bgemm", "reduce")  # the SGEMM ladder has its own tables and plots (tables.py)
 
 
+def problem_of_row(op: str, r: dict):
+    """The problem a results row was measured on: n for a sum (stored as M), the batch of bgemm
+    and the layout and C type of hgemm from `extra`."""
+    extra = r.get("extra") or {}
+    if op == "reduce":
+        return problem_from_dict({"op": op, "n": r["M"]})
+    fields = {"op": op, "M": r["M"], "N": r["N"], "K": r["K"], "dtype": r.get("dtype") or "fp32"}
+    fields.update({k: r[k] for k in ("alpha", "beta") if r.get(k) is not None})
+    if op == "bgemm":
+        fields["batch"] = extra.get("batch", 1)
+    if op == "hgemm":
+        fields.update(layout=extra.get("layout", "nn"), out_dtype=extra.get("out_dtype", "fp32"))
+    return problem_from_dict(fields)
+
+
 @dataclass(frozen=True)
 class RowPoint:
-    """A results row where an op's metric functions expect a benchmark point."""
+    """A results row where harness.tables and an op's metric functions expect a benchmark point."""
 
     row: dict
+    op: str
+
+    @property
+    def impl(self) -> str:
+        return self.row["impl"]
+
+    @property
+    def impl_kind(self) -> str:
+        return self.row.get("impl_kind") or "kernel"
+
+    @property
+    def status(self) -> str:
+        return self.row.get("status") or "-"
+
+    @property
+    def reason(self) -> str:
+        return self.row.get("reason") or ""
+
+    @cached_property
+    def problem(self):
+        return problem_of_row(self.op, self.row)
 
     @property
     def gflops(self) -> float | None:
@@ -37,15 +75,9 @@ class RowPoint:
         t = self.row.get("t_median_ms")
         return SimpleNamespace(median=t) if t else None
 
-
-def problem_label(op: str, r: dict) -> str:
-    """A row's problem as its op's tables name it: n for a sum (stored as M), batch x M x N x K
-    for bgemm (the batch is in `extra`), M x N x K otherwise."""
-    if op == "reduce":
-        return size_label(r["M"])
-    batch = (r.get("extra") or {}).get("batch")
-    shape = f"{r['M']}x{r['N']}x{r['K']}"
-    return f"{batch}x{shape}" if op == "bgemm" and batch is not None else shape
+    @property
+    def timed(self) -> bool:
+        return self.stats is not None
 
 
 def _problem_note(op: str, rows: list[dict]) -> str:
@@ -57,53 +89,30 @@ def _problem_note(op: str, rows: list[dict]) -> str:
     return ", ".join(b for b in bits if b)
 
 
+def _simple(table, title: str, note: str) -> SimpleTable:
+    """A rich table of harness.tables as the report's SimpleTable."""
+    t = SimpleTable(title, [str(c.header) for c in table.columns], note=note,
+                    right={i for i, c in enumerate(table.columns) if c.justify == "right"})
+    for row in zip(*(c._cells for c in table.columns)):  # rich keeps cells per column
+        t.add(*row)
+    return t
+
+
 def op_bench_tables(data: ReportData, run: Run, op_name: str) -> list[SimpleTable]:
-    """One table per metric of the op, then one per share of a reference baseline, over the run's
-    problems (columns) and implementations (rows, in the op's order); the points without a time."""
+    """The op's figure and share tables as `gemmlab bench` prints them (not its speedup table,
+    which the report keeps for the SGEMM ladder), and the points without a time."""
     from .. import ops
 
-    op = ops.get(op_name)
     rows = data.results_of(run.id, op_name)
     if not rows:
         return []
-    labels = _ordered(problem_label(op_name, r) for r in rows)
-    impls = op.row_order(_ordered(r["impl"] for r in rows))
-    at = {(r["impl"], problem_label(op_name, r)): r for r in rows}
+    points = [RowPoint(r, op_name) for r in rows]
     note = run_note(run)
     what = _problem_note(op_name, rows)
     prefix = f"{op_name}{f' ({what})' if what else ''}: "
-    right = set(range(1, len(labels) + 1))
-    tables = []
-    for metric in op.metrics:
-        t = SimpleTable(prefix + metric.title, ["impl", *labels], right=right, note=note)
-        for impl in impls:
-            cells = []
-            for label in labels:
-                r = at.get((impl, label))
-                value = metric.value(RowPoint(r)) if r is not None else None
-                cells.append(metric.fmt.format(value) if value is not None else (r or {}).get("status") or "-")
-            t.add(impl, *cells)
-        tables.append(t)
-    for share in op.shares:
-        if not any((share.reference, label) in at for label in labels):
-            continue
-        t = SimpleTable(prefix + share.title, ["impl", *labels], right=right, note=note)
-        for impl in impls:
-            cells = []
-            for label in labels:
-                mine, ref = at.get((impl, label)), at.get((share.reference, label))
-                a = share.metric(RowPoint(mine)) if mine is not None and impl not in share.skip else None
-                b = share.metric(RowPoint(ref)) if ref is not None else None
-                cells.append(f"{100 * a / b:.1f}%" if a and b else "-")
-            t.add(impl, *cells)
-        tables.append(t)
-    bad = [r for r in rows if r.get("status") in ("FAIL", "ERROR")]
-    if bad:
-        t = SimpleTable(prefix + "points without a time", ["impl", "problem", "status", "reason"], note=note)
-        for r in bad:
-            t.add(r["impl"], problem_label(op_name, r), r["status"], r.get("reason") or "")
-        tables.append(t)
-    return tables
+    shown = [t for t in bench_tables(points) if t.title != ops.get(op_name).speedup_title]
+    bad = failures_table(points)
+    return [_simple(t, prefix + str(t.title), note) for t in shown + ([bad] if bad else [])]
 
 
 def op_headline(data: ReportData, op_name: str) -> str | None:
@@ -121,17 +130,18 @@ def op_headline(data: ReportData, op_name: str) -> str | None:
         return None
     # against the library the op names as its rival (cuBLAS, CUB), not a ceiling such as the copy
     share = next((s for s in op.shares if s.reference == getattr(op, "reference", None)), op.shares[0])
-    label = max(_ordered(problem_label(op_name, r) for r in rows),
+    shape = {id(r): problem_of_row(op_name, r).shape for r in rows}
+    label = max(_ordered(shape[id(r)] for r in rows),
                 key=lambda lab: max(r["M"] * r["N"] * r["K"] * ((r.get("extra") or {}).get("batch") or 1)
-                                    for r in rows if problem_label(op_name, r) == lab))
-    at = {r["impl"]: r for r in rows if problem_label(op_name, r) == label}
+                                    for r in rows if shape[id(r)] == lab))
+    at = {r["impl"]: r for r in rows if shape[id(r)] == label}
     ref = at.get(share.reference)
     kernels = [r for r in at.values() if r.get("impl_kind") == "kernel" and r["impl"] != "dispatch"
-               and share.metric(RowPoint(r))]  # dispatch stands for one of them (or for a library)
-    if ref is None or not kernels or not share.metric(RowPoint(ref)):
+               and share.metric(RowPoint(r, op_name))]  # dispatch stands for one of them (or for a library)
+    if ref is None or not kernels or not share.metric(RowPoint(ref, op_name)):
         return None
-    best = max(kernels, key=lambda r: share.metric(RowPoint(r)))
-    pct = 100 * share.metric(RowPoint(best)) / share.metric(RowPoint(ref))
+    best = max(kernels, key=lambda r: share.metric(RowPoint(r, op_name)))
+    pct = 100 * share.metric(RowPoint(best, op_name)) / share.metric(RowPoint(ref, op_name))
     what = _problem_note(op_name, rows)
     return (f"{op_name}{f' ({what})' if what else ''} at {label}: the fastest gemmlab kernel is **{best['impl']}**, "
             f"{pct:.1f}% of {share.reference} (run {run.id}).")
