@@ -106,3 +106,15 @@ def test_calculator_agrees_with_ncu(name):
         # shared memory: ncu counts against the carve-out the driver chose (no larger than the
         # occupancy needs), gemmlab against the largest; never fewer blocks than ncu's
         assert o.blocks_by["shared memory"] >= m["launch__occupancy_limit_shared_mem"]
+
+
+def test_a_real_hgemm_page_gives_the_tensor_pipe():
+    """raw-hgemm-persistent.csv: `gemmlab profile --op hgemm --impl persistent --dtype bf16` at 2048^3
+    on an H100 (capture.sh's hgemm part, session 17): the metric the SGEMM fixtures predate is read
+    from a real page as a share, beside the kernel's own launch figures."""
+    (r,) = raw("hgemm-persistent")
+    assert r.kernel.startswith("void hgemm_persistent<1, 0, 0, 0, 256, 4, 2, 1, 8, 128, 2, 0")
+    h = r.headline()
+    assert 50 < h["tensor_pipe_pct"] <= 100 and h["tensor_pipe_pct"] > h["dram_throughput_pct"]
+    assert h["registers"] == 168 and h["smem_dynamic"] == 230400
+    assert all(isinstance(v, float) for v in h.values()), h
