@@ -74,7 +74,7 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
     table = Table(title=f"compile report ({arch})")
     for col in ("kernel", "parameters", "regs", "smem B", "stack B", "spill st", "spill ld", "time s", "cached"):
         table.add_column(col, justify="right" if col not in ("kernel", "parameters") else "left", overflow="fold")
-    failures = []
+    failures, notes = [], []
     for spec in (i for i in impls if i.kind == "kernel"):
         try:
             target = spec.arch_for(arch)
@@ -91,7 +91,10 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
         table.add_row(spec.name, fmt_params(ck.params), str(r.registers), str(r.smem_static),
                       str(r.stack_frame), str(r.spill_stores), str(r.spill_loads), f"{ck.compile_seconds:.2f}",
                       "yes" if ck.cached else "no")
+        notes += [f"{spec.name}: ptxas: potential performance loss: {w}" for w in r.perf_warnings]
     console.print(table)
+    for note in notes:  # e.g. wgmma serialised, which no spill count shows
+        console.print(note, highlight=False, markup=False)
     if failures:
         raise GemmlabError(failures[0] + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""))
 

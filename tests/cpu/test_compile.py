@@ -84,3 +84,39 @@ def test_parse_ptxas_log():
     assert res["_Z3fooPf"] == cc.Resources(registers=255, smem_static=8192, stack_frame=16, spill_stores=8,
                                            spill_loads=12, barriers=1)
     assert res["_Z3barv"] == cc.Resources(registers=10)
+
+
+# ptxas's words for a wgmma kernel that lost its pipeline (the OVERLAP branch's rung 5, session 17):
+# the note names its function and may come before that function's properties
+PTXAS_SERIALIZED = """ptxas info    : Compiling entry function '_Z4gemmv' for 'sm_90a'
+ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to \
+insufficient register resources for the wgmma pipeline in the function '_Z4gemmv'
+ptxas info    : Function properties for _Z4gemmv
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 168 registers, used 16 barriers, 80 bytes smem, 480 bytes cmem[0]
+"""
+
+
+def test_ptxas_performance_warnings_are_kept():
+    (r,) = cc.parse_ptxas_log(PTXAS_SERIALIZED).values()
+    assert r.registers == 168 and r.spill_stores == 0, "no spill: only the note tells"
+    assert r.perf_warnings == ("C7511: wgmma.mma_async instructions are serialized due to insufficient register "
+                               "resources for the wgmma pipeline",)
+    assert cc.parse_ptxas_log(PTXAS_LOG)["_Z3barv"].perf_warnings == ()
+
+
+def test_a_cached_kernel_keeps_its_ptxas_warnings(tmp_path, monkeypatch):
+    """The cache stores resources as JSON; a warning read back is the same tuple, not a list."""
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cc, "parse_ptxas_log", lambda log: {m: cc.Resources(registers=8, perf_warnings=("C1: x",))
+                                                           for m in [_mangled_any(log)]})
+    spec = registry.get("naive")
+    first = cc.compile_kernel(spec, arch="sm_80")
+    again = cc.compile_kernel(spec, arch="sm_80")
+    assert (first.cached, again.cached) == (False, True)
+    assert again.resources == first.resources and again.resources.perf_warnings == ("C1: x",)
+
+
+def _mangled_any(log: str) -> str:
+    import re
+    return re.search(r"Function properties for (\S+)", log).group(1)

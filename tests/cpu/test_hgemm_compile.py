@@ -28,6 +28,7 @@ def _check(ck, spec, arch):
     assert r.registers > 0, "the ptxas report was not parsed"
     assert r.spill_stores == 0 and r.spill_loads == 0, f"{spec.name} spills on {arch}: {r}"
     assert r.stack_frame == 0, f"{spec.name} uses local memory on {arch}: {r}"
+    assert not r.perf_warnings, f"{spec.name} on {arch}: ptxas: {r.perf_warnings}"  # e.g. wgmma serialised
     assert r.smem_static == spec.smem_bytes(ck.params), "smem_bytes in the spec disagrees with ptxas"
     assert len(ck.cubin) > 0 and ck.mangled.startswith("_Z")
 

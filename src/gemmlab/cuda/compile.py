@@ -20,7 +20,7 @@ from typing import Mapping
 from ..errors import CompileError
 from ..registry import KERNEL_DIR, KernelSpec
 
-CACHE_VERSION = 1  # bump when the cache layout or the default options change
+CACHE_VERSION = 2  # bump when the cache layout or the default options change (2: ptxas performance warnings kept)
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,10 @@ class Resources:
     spill_stores: int = 0
     spill_loads: int = 0
     barriers: int = 0
+    # ptxas's "Potential Performance Loss" notes ("C7511: wgmma.mma_async instructions are
+    # serialized due to ..."): a wgmma kernel that compiles without a spill can still lose its
+    # asynchronous pipeline, every wgmma then waiting for the last, and nothing else says so
+    perf_warnings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -157,6 +161,7 @@ def cache_key(source: str, name_expression: str, arch: str, options: Mapping) ->
 _FUNC_RE = re.compile(r"Function properties for (\S+)")
 _ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
 _FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PERF_RE = re.compile(r"\((C\d+)\) Potential Performance Loss: (.*?) in the function '([^']+)'")
 
 
 def parse_ptxas_log(log: str) -> dict[str, Resources]:
@@ -164,6 +169,11 @@ def parse_ptxas_log(log: str) -> dict[str, Resources]:
     found: dict[str, dict[str, int]] = {}
     current = None
     for line in log.splitlines():
+        m = _PERF_RE.search(line)  # names its function itself, wherever ptxas prints it
+        if m:
+            entry = found.setdefault(m.group(3), {})
+            entry["perf_warnings"] = (*entry.get("perf_warnings", ()), f"{m.group(1)}: {m.group(2)}")
+            continue
         m = _FUNC_RE.search(line) or _ENTRY_RE.search(line)
         if m:
             current = m.group(1)
@@ -204,8 +214,10 @@ def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, ar
         try:
             meta = json.loads(meta_path.read_text())
             cubin = (entry_dir / "kernel.cubin").read_bytes()
+            res = dict(meta["resources"])
+            res["perf_warnings"] = tuple(res.get("perf_warnings", ()))  # JSON gives a list
             return CompiledKernel(spec, values, arch, name_expr, meta["mangled"], cubin,
-                                  Resources(**meta["resources"]), meta["compile_seconds"], cached=True,
+                                  Resources(**res), meta["compile_seconds"], cached=True,
                                   cache_key=key)
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a torn or stale entry: recompile and overwrite it
