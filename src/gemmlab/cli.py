@@ -91,7 +91,7 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
         table.add_row(spec.name, fmt_params(ck.params), str(r.registers), str(r.smem_static),
                       str(r.stack_frame), str(r.spill_stores), str(r.spill_loads), f"{ck.compile_seconds:.2f}",
                       "yes" if ck.cached else "no")
-        notes += [f"{spec.name}: ptxas: potential performance loss: {w}" for w in r.perf_warnings]
+        notes += r.perf_notes(spec.name)
     console.print(table)
     for note in notes:  # e.g. wgmma serialised, which no spill count shows
         console.print(note, highlight=False, markup=False)

@@ -38,6 +38,10 @@ class Resources:
     # asynchronous pipeline, every wgmma then waiting for the last, and nothing else says so
     perf_warnings: tuple[str, ...] = ()
 
+    def perf_notes(self, kernel: str) -> list[str]:
+        """One printable line per ptxas performance note, as the compile reports show them."""
+        return [f"{kernel}: ptxas: potential performance loss: {w}" for w in self.perf_warnings]
+
 
 @dataclass
 class CompiledKernel:
@@ -166,7 +170,7 @@ _PERF_RE = re.compile(r"\((C\d+)\) Potential Performance Loss: (.*?) in the func
 
 def parse_ptxas_log(log: str) -> dict[str, Resources]:
     """ptxas -v output -> resources per mangled kernel name."""
-    found: dict[str, dict[str, int]] = {}
+    found: dict[str, dict] = {}  # Resources' fields by kernel
     current = None
     for line in log.splitlines():
         m = _PERF_RE.search(line)  # names its function itself, wherever ptxas prints it

@@ -76,9 +76,9 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
                      str(r.smem_static), str(a.smem_dynamic), str(r.stack_frame), str(r.spill_stores),
                      str(r.spill_loads))
     console.print(comp)
-    for a in results:  # e.g. wgmma serialised: no spill shows it, and the kernel runs at a fraction
-        for w in a.resources.perf_warnings:
-            console.print(f"{a.impl}: ptxas: potential performance loss: {w}", highlight=False, markup=False)
+    # e.g. wgmma serialised: no spill count shows it, and the kernel runs at a fraction
+    for note in (n for a in results for n in a.resources.perf_notes(a.impl)):
+        console.print(note, highlight=False, markup=False)
 
     occ = Table(title=f"theoretical occupancy on {arch} ({limits.example}: {limits.max_warps_per_sm} warps, "
                       f"{limits.regs_per_sm} regs, {limits.smem_per_sm // 1024} KiB smem, "
