@@ -14,6 +14,10 @@ package's src/gemmlab/api/dispatch.json.
     PYTHONPATH=src python3 scripts/build_dispatch.py --ops hgemm --dtypes bf16 --shapes 4096,8192 \
         --table src/gemmlab/api/dispatch.json --out $OUT/part.json
         (only those shapes of the suite; --update then replaces only their entries)
+    PYTHONPATH=src python3 scripts/build_dispatch.py --ops hgemm --dtypes bf16,fp16 --out-dtype c16 \
+        --table src/gemmlab/api/dispatch.json --out $OUT/c16.json
+        (hgemm entries measured with C in the input type, `"out_dtype"` set: calls writing a 16-bit C
+        take them; --update merges them beside the fp32-C entries)
 
 The suite (docs/api.md says why these): squares 64..8192, the rectangles users hit (a skinny M,
 a large K-light product, 1000x3000x2000), one odd shape, and for sgemm issue 15's FP32 suite;
@@ -48,6 +52,8 @@ CANDIDATES = {
     ("bgemm", "fp32"): ["batched_pipeline", "cublas"],
     ("reduce", "fp32"): ["single_pass", "tile_queue", "grid_stride_vec4", "cub"],
 }
+# --out-dtype c16: the (op, dtype) pairs that write C in the input type
+C16_PAIRS = {("hgemm", "fp16"), ("hgemm", "bf16")}
 # Parameter sets measured beside a kernel's defaults at every shape of its op: the tile widths and
 # pipelines that lead where the defaults lose (issue 14, docs/tensor-cores.md): 128x64 tiles with
 # 8 stages for few-tile and K-heavy shapes (1024^3, 512x512x8192), 128x192 for shapes whose last
@@ -65,7 +71,8 @@ VARIANTS = {
 }
 
 
-def problems(op: str, dtype: str):
+def problems(op: str, dtype: str, c16: bool = False):
+    """The suite's problems of `op` in `dtype`; `c16`: hgemm writing C in the input type."""
     from gemmlab.problem import BatchedGemmProblem, GemmProblem, ReduceProblem
 
     if op == "reduce":
@@ -73,7 +80,19 @@ def problems(op: str, dtype: str):
     if op == "bgemm":
         return [BatchedGemmProblem(n, n, n, 1.0, 0.0, batch=b) for b, n in BATCHES]
     shapes = GEMM_SHAPES + {"sgemm": SGEMM_EXTRA_SHAPES, "hgemm": HGEMM_EXTRA_SHAPES}.get(op, [])
-    return [GemmProblem(m, n, k, 1.0, 0.0, dtype) for m, n, k in shapes]
+    out = dtype if c16 else "fp32"
+    return [GemmProblem(m, n, k, 1.0, 0.0, dtype, "nn", out) for m, n, k in shapes]
+
+
+def out_of(problem) -> str:
+    """The C type a problem writes, as an entry's `out_dtype` names it (fp32: the key is left out)."""
+    return getattr(problem, "out_dtype", "fp32")
+
+
+def row_kind(op: str, dtype: str, out: str = "fp32") -> str:
+    """An entry's dtype word in the builder's messages and merge keys: the dtype, with the C type
+    after a slash where it is not fp32 ("bf16/C bf16" would be two words: "bf16/bf16")."""
+    return dtype if out == "fp32" else f"{dtype}/{out}"
 
 
 def tuned_candidates(impls: list, problem, tuned: str | None, gpu: str) -> list:
@@ -110,16 +129,17 @@ def listed_variants(impls: list, op: str) -> list:
 
 def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
     """Each kernel of `impls` again under every other parameter set that the dispatch table
-    `table` (--table) lists for this GPU, op, dtype and shape: tuned variants measured earlier
+    `table` (--table) lists for this GPU, op, dtype and shape (the entries of either C type: a
+    16-bit C's measurement starts from the fp32-C ranking too): tuned variants measured earlier
     stay candidates when the table is measured again without their tuning database."""
     if not table:
         return []
-    entry = next((e for t in json.load(open(table))["gpus"] if t["gpu"] == gpu for e in t["entries"]
-                  if e["op"] == problem.op and e["dtype"] == getattr(problem, "dtype", "fp32")
-                  and e["shape"] == dims(problem)), None)
+    entries = [e for t in json.load(open(table))["gpus"] if t["gpu"] == gpu for e in t["entries"]
+               if e["op"] == problem.op and e["dtype"] == getattr(problem, "dtype", "fp32")
+               and e["shape"] == dims(problem)]
     by_name = {i.name: i for i in impls if i.kind == "kernel"}
     out, seen = [], set()
-    for c in entry["candidates"] if entry else []:
+    for c in [c for e in entries for c in e["candidates"]]:
         impl = by_name.get(c["impl"])
         if impl is None or impl.failed_constraints({**impl.defaults, **c["params"]}):
             continue
@@ -139,9 +159,11 @@ def dims(problem) -> list[int]:
 
 
 def measure(only: set[str] | None, tuned: str | None = None, table: str | None = None,
-            dtypes: set[str] | None = None, save=None, shapes: list[list[int]] | None = None) -> dict:
+            dtypes: set[str] | None = None, save=None, shapes: list[list[int]] | None = None,
+            c16: bool = False) -> dict:
     """The table of this GPU over CANDIDATES (only the ops in `only`, the dtypes in `dtypes` and
-    the suite's shapes in `shapes`, where given: a part whose "shapes" key says so).
+    the suite's shapes in `shapes`, where given: a part whose "shapes" key says so; `c16`: hgemm's
+    16-bit types with C in the input type, entries marked with their `out_dtype`).
     `save(table)`, if given, is called after each (op, dtype) with the table so far, so a run cut
     short by a time limit keeps what it measured."""
     from gemmlab import registry
@@ -153,6 +175,8 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
     for (op, dtype), names in CANDIDATES.items():
         if (only and op not in only) or (dtypes and dtype not in dtypes):
             continue
+        if c16 and (op, dtype) not in C16_PAIRS:
+            continue
         impls = []
         for name in names:
             impl = registry.get(name, op)
@@ -162,7 +186,7 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
             else:
                 impls.append(impl)
         variants = listed_variants(impls, op)
-        for problem in problems(op, dtype):
+        for problem in problems(op, dtype, c16):
             if shapes is not None and dims(problem) not in shapes:
                 continue
             points = run_bench(impls, [problem], options)
@@ -178,13 +202,18 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
                     ranked.append({"impl": p.impl, "params": p.params if p.impl_kind == "kernel" else {},
                                    "figure": round(figure, 2)})
                 else:
-                    failed.append(f"{op} {dtype} {problem.shape if op != 'reduce' else problem.n} {p.impl}: "
-                                  f"{p.status} {p.reason}")
+                    failed.append(f"{op} {row_kind(op, dtype, out_of(problem))} "
+                                  f"{problem.shape if op != 'reduce' else problem.n} {p.impl}: {p.status} {p.reason}")
             ranked.sort(key=lambda c: -c["figure"])
             if ranked:
-                entries.append({"op": op, "dtype": dtype, "shape": dims(problem), "candidates": ranked})
+                entry = {"op": op, "dtype": dtype, "shape": dims(problem), "candidates": ranked}
+                if out_of(problem) != "fp32":
+                    entry = {"op": op, "dtype": dtype, "out_dtype": out_of(problem), "shape": dims(problem),
+                             "candidates": ranked}
+                entries.append(entry)
                 best = ranked[0]
-                print(f"{op:6} {dtype:4} {'x'.join(map(str, dims(problem))):>22}  {best['impl']:>16} "
+                print(f"{op:6} {row_kind(op, dtype, out_of(problem)):9} {'x'.join(map(str, dims(problem))):>22}  "
+                      f"{best['impl']:>16} "
                       f"{best['figure']:9.1f}  " + "  ".join(f"{c['impl']} {c['figure']:.1f}" for c in ranked[1:]),
                       flush=True)
         if save:
@@ -226,20 +255,24 @@ def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
         if target is None:
             out.append(part)
             continue
-        pairs = {(e["op"], e["dtype"]) for e in part["entries"]}
+        pairs = {(e["op"], row_kind(e["op"], e["dtype"], e.get("out_dtype", "fp32"))) for e in part["entries"]}
         ops = {op for op, _ in pairs}
 
         def stale(message: str) -> bool:  # "op dtype shape impl: why", or "op impl: why" for a whole op
             words = message.split()
             if only is not None:  # a part of some shapes: only its own shapes' messages are stale
                 return len(words) > 2 and (words[0], words[1]) in pairs and words[2] in only
-            return len(words) > 1 and ((words[0], words[1]) in pairs or (words[0] in ops and words[1] not in all_dtypes))
+            whole_op = words[1] not in all_dtypes and "/" not in words[1]  # "op impl: why" ("dtype/C" is a dtype word)
+            return len(words) > 1 and ((words[0], words[1]) in pairs or (words[0] in ops and whole_op))
+
+        def kind(e) -> tuple:  # (op, dtype word): a 16-bit C's entries are a pair of their own
+            return e["op"], row_kind(e["op"], e["dtype"], e.get("out_dtype", "fp32"))
 
         def replaced(e) -> bool:
-            return (e["op"], e["dtype"]) in pairs and (only is None or "x".join(map(str, e["shape"])) in only)
+            return kind(e) in pairs and (only is None or "x".join(map(str, e["shape"])) in only)
 
         def key(e) -> tuple:
-            return e["op"], e["dtype"], tuple(e["shape"])
+            return kind(e) + (tuple(e["shape"]),)
 
         if only is not None:  # re-measured entries keep their places (a small diff); new shapes go last
             fresh = {key(e): e for e in part["entries"]}
@@ -267,9 +300,13 @@ def main() -> int:
     parser.add_argument("--shapes", help="measure only these shapes of the suite (MxNxK or N, comma-separated)")
     parser.add_argument("--table", help="a dispatch table (e.g. src/gemmlab/api/dispatch.json): each kernel is also "
                                         "measured with every parameter set it lists for this GPU and shape")
+    parser.add_argument("--out-dtype", choices=("fp32", "c16"), default="fp32",
+                        help="hgemm: c16 measures C in the input type (fp16, bf16), entries marked so")
     args = parser.parse_args()
     if args.shapes and (not args.ops or set(args.ops.split(",")) - {"sgemm", "hgemm"}):
         parser.error("--shapes picks GEMM shapes: give it with --ops sgemm and/or hgemm")
+    if args.out_dtype == "c16" and (args.ops != "hgemm" or (args.dtypes and set(args.dtypes.split(",")) - {"fp16", "bf16"})):
+        parser.error("--out-dtype c16 is hgemm's 16-bit C: give it with --ops hgemm (and --dtypes fp16 and/or bf16)")
     if args.merge:
         from gemmlab.api.dispatch import validate_tables
 
@@ -303,7 +340,7 @@ def main() -> int:
 
     save(measure(set(args.ops.split(",")) if args.ops else None, args.tuned, args.table,
                  set(args.dtypes.split(",")) if args.dtypes else None, save,
-                 suite_shapes(args.shapes) if args.shapes else None))
+                 suite_shapes(args.shapes) if args.shapes else None, args.out_dtype == "c16"))
     return 0
 
 

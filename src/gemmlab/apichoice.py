@@ -46,7 +46,8 @@ def table_params(problem: Any, impl: str, gpu: str, arch: str) -> tuple[dict, st
     op = ops.of(problem)
     spec = registry.get(impl, op.name)
     choice = dispatch.choose(op.name, problem.dtype, dims(problem), gpu, arch,
-                             accepts=lambda name: "" if name == impl else "not the kernel asked for")
+                             accepts=lambda name: "" if name == impl else "not the kernel asked for",
+                             out_dtype=getattr(problem, "out_dtype", "fp32"))
     if choice.impl != impl:
         return {}, f"the table for {gpu} has no {impl} entry near {problem.shape}: its defaults"
     fixed = op.fixed_params(spec, problem.dtype)  # the flags the problem sets, not the table

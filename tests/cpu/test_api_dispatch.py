@@ -164,6 +164,45 @@ def test_a_16bit_c_skips_the_kernels_that_write_fp32_only(monkeypatch):
         assert "1024x1024x1024 bf16, C bf16" in text and "measured with an fp32 C" in text
 
 
+C16_TABLE = {"gpus": [
+    {"gpu": "GPU A", "arch": "sm_90", "command": "c", "entries": [
+        {"op": "hgemm", "dtype": "bf16", "shape": [4096, 4096, 4096],
+         "candidates": [{"impl": "persistent", "params": {"BN": 256}, "figure": 749.0},
+                        {"impl": "cublas", "params": {}, "figure": 746.0}]},
+        {"op": "hgemm", "dtype": "bf16", "out_dtype": "bf16", "shape": [4096, 4096, 4096],
+         "candidates": [{"impl": "cublas", "params": {}, "figure": 773.0},
+                        {"impl": "persistent", "params": {"BN": 256}, "figure": 759.0}]},
+    ]},
+]}
+
+
+def test_a_16bit_c_takes_the_entries_measured_with_one(monkeypatch):
+    """A table with entries of both C types: each call takes its own, and only a C with no entries
+    of its own falls back to the fp32-C ranking (and says so)."""
+    monkeypatch.setattr(dispatch, "_tables", C16_TABLE)
+    fp32_c = dispatch.choose("hgemm", "bf16", (4096, 4096, 4096), "GPU A", "sm_90")
+    assert fp32_c.impl == "persistent" and fp32_c.out_dtype == "fp32" and "C bf16" not in fp32_c.source
+    c16 = dispatch.choose("hgemm", "bf16", (4000, 4000, 4000), "GPU A", "sm_90", out_dtype="bf16")
+    assert c16.impl == "cublas" and c16.out_dtype == "bf16" and c16.source.endswith("4096x4096x4096 C bf16")
+    text = gemmlab.explain(op="hgemm", shape=(4096, 4096, 4096), dtype="bf16", gpu="GPU A", arch="sm_90",
+                           out_dtype="bf16")
+    assert "runs:    cublas" in text and "measured with an fp32 C" not in text
+    partial = {"gpus": [{**C16_TABLE["gpus"][0], "entries": C16_TABLE["gpus"][0]["entries"] + [
+        {"op": "hgemm", "dtype": "bf16", "shape": [512, 512, 512],
+         "candidates": [{"impl": "cublas", "params": {}, "figure": 37.0}]}]}]}
+    monkeypatch.setattr(dispatch, "_tables", partial)
+    small = dispatch.choose("hgemm", "bf16", (512, 512, 512), "GPU A", "sm_90", out_dtype="bf16")
+    assert small.source.endswith("512x512x512") and small.out_dtype == "fp32", "a nearer fp32-C entry decides"
+    monkeypatch.setattr(dispatch, "_tables", C16_TABLE)
+    fp16 = dispatch.choose("hgemm", "fp16", (4096, 4096, 4096), "GPU A", "sm_90", out_dtype="fp16")
+    assert fp16.source == "fallback", "no fp16 entries at all: the library"
+    only_fp32 = {"gpus": [{**C16_TABLE["gpus"][0], "entries": C16_TABLE["gpus"][0]["entries"][:1]}]}
+    monkeypatch.setattr(dispatch, "_tables", only_fp32)
+    text = gemmlab.explain(op="hgemm", shape=(4096, 4096, 4096), dtype="bf16", gpu="GPU A", arch="sm_90",
+                           out_dtype="bf16")
+    assert "runs:    persistent" in text and "measured with an fp32 C" in text
+
+
 @pytest.mark.parametrize("dtype,out", [("bf16", "fp16"), ("tf32", "bf16"), ("fp32", "bf16")])
 def test_a_16bit_c_of_another_type_is_one_line(dtype, out):
     op = "sgemm" if dtype == "fp32" else "hgemm"

@@ -137,3 +137,33 @@ def test_a_part_of_some_shapes_replaces_only_their_entries():
 
 def test_shapes_are_read_as_the_table_stores_them():
     assert _module().suite_shapes("4096,1000x3000x2000") == [[4096, 4096, 4096], [1000, 3000, 2000]]
+
+
+def test_a_16bit_c_part_sits_beside_the_fp32_c_entries():
+    """--out-dtype c16: its entries carry their C type and replace only entries of that C type
+    (and their failure lines); an fp32-C part leaves them, and their failures, alone."""
+    def entry(impl, out=None, shape=(4096, 4096, 4096)):
+        e = {"op": "hgemm", "dtype": "bf16", "shape": list(shape), "candidates": [{"impl": impl, "params": {}, "figure": 1.0}]}
+        return {**e, "out_dtype": out} if out else e
+
+    old = [{"gpu": "A", "command": "full", "measured": "d1",
+            "not_measured": ["hgemm bf16 4096x4096x4096 wmma: FAIL x", "hgemm bf16/bf16 4096x4096x4096 wmma: FAIL y"],
+            "entries": [entry("persistent"), entry("cublas", "bf16")]}]
+    c16 = {"gpu": "A", "command": "c16", "measured": "d2", "not_measured": [], "shapes": [[4096, 4096, 4096]],
+           "entries": [entry("persistent", "bf16")]}
+    (a,) = _module().updated(old, [c16])
+    assert [(e.get("out_dtype"), e["candidates"][0]["impl"]) for e in a["entries"]] == [
+        (None, "persistent"), ("bf16", "persistent")]
+    assert a["not_measured"] == ["hgemm bf16 4096x4096x4096 wmma: FAIL x"]
+    fp32 = {"gpu": "A", "command": "fp32", "measured": "d3", "not_measured": [], "entries": [entry("cublas")]}
+    (b,) = _module().updated(old, [fp32])
+    assert [(e.get("out_dtype"), e["candidates"][0]["impl"]) for e in b["entries"]] == [("bf16", "cublas"), (None, "cublas")]
+    assert b["not_measured"] == ["hgemm bf16/bf16 4096x4096x4096 wmma: FAIL y"], "a whole fp32-C op keeps the C16 lines"
+
+
+def test_16bit_c_problems_write_c_in_the_input_type():
+    mod = _module()
+    assert {p.out_dtype for p in mod.problems("hgemm", "bf16", c16=True)} == {"bf16"}
+    assert {p.out_dtype for p in mod.problems("hgemm", "fp16")} == {"fp32"}
+    assert mod.row_kind("hgemm", "bf16", "bf16") == "bf16/bf16" and mod.row_kind("hgemm", "bf16") == "bf16"
+    assert mod.C16_PAIRS == {("hgemm", "fp16"), ("hgemm", "bf16")}

@@ -134,7 +134,8 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
         choice = dispatch.named(impl, params)
     else:
         choice = dispatch.choose(op_name, problem_dtype(op_name, problem), dims, gpu, arch,
-                                 lambda name: refusal(op_name, name, problem, arch) or slow_path(op_name, name, problem))
+                                 lambda name: refusal(op_name, name, problem, arch) or slow_path(op_name, name, problem),
+                                 out_dtype=getattr(problem, "out_dtype", "fp32"))
     spec = lookup(op_name, choice.impl)
     chosen = choice.params if params is None else dict(params)
     if params is None and spec.kind == "kernel" and op_name != "reduce":
@@ -149,13 +150,13 @@ def decide(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
            gpu: str | None = None, arch: str | None = None):
     """choose(), with what a call adds to its answer (explain and the executors alike): operands
     given as transposed views, with no implementation named, go to cuBLAS (IN_PLACE_REASON); a
-    16-bit C's choice says the table was measured with an fp32 C."""
+    16-bit C decided by entries measured with an fp32 C says so."""
     forced = impl is None and (getattr(problem, "a_transposed", False) or getattr(problem, "b_transposed", False))
     choice, spec, chosen = choose(op_name, problem, dims, "cublas" if forced else impl, params, gpu, arch)
     if forced:
         return dispatch.Choice("cublas", {}, IN_PLACE_REASON), spec, chosen
     out = getattr(problem, "out_dtype", "fp32")
-    if out != "fp32" and impl is None and choice.source not in ("", "fallback"):
+    if out != "fp32" and impl is None and choice.source not in ("", "fallback") and choice.out_dtype != out:
         choice = replace(choice, reason=choice.reason + OUT16_NOTE.format(out=out))
     return choice, spec, chosen
 

@@ -5,7 +5,11 @@ Each table entry is one shape of the suite that scripts/build_dispatch.py measur
 `gemmlab bench` (same run, cold L2, medians): its candidates ranked fastest first. A call takes
 the entry of its op and dtype nearest to its shape (log distance over the dimensions) and runs
 its fastest candidate that accepts the problem - a gemmlab kernel with its parameters, or the
-library (cuBLAS) where the library was measured faster. A GPU with no table of its own uses a
+library (cuBLAS) where the library was measured faster. An entry may say which C it was measured
+with (`out_dtype`, hgemm: a 16-bit C in the input type); without it, the op's default C (fp32).
+A call writing a 16-bit C takes the nearest entry of its own C type or of an fp32 C, its own
+where both are as near (a table measured for both C types at the same shapes always gives its
+own), and its reason says when an fp32-C entry decided. A GPU with no table of its own uses a
 table of the same architecture; a GPU with none falls back to the library for GEMMs and to
 the single-pass reduction for sums (the defaults that were never slower by much anywhere we
 measured; docs/api.md). `explain()` prints the choice and its evidence.
@@ -40,6 +44,7 @@ class Choice:
     evidence: tuple = ()  # ((impl, TFLOP/s or GB/s), ...) at the measured shape, fastest first
     source: str = ""  # which table and shape decided
     skipped: tuple = ()  # "impl: why" of each faster candidate that refused the problem
+    out_dtype: str = "fp32"  # the C the deciding entry was measured with
 
 
 def tables() -> dict:
@@ -82,17 +87,27 @@ def _prefer_prepared(ranked: list[dict]) -> list[dict]:
     return close[:1] + [c for c in ranked if c is not close[0]]
 
 
+def entry_out(entry: dict) -> str:
+    """The C type an entry was measured with: its `out_dtype`, or the default fp32 C."""
+    return entry.get("out_dtype", "fp32")
+
+
 def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
-           accepts=lambda impl: "") -> Choice:
-    """The implementation for `op` at `dims` (M, N, K[, batch] or (n,)) in `dtype` on this GPU.
+           accepts=lambda impl: "", out_dtype: str = "fp32") -> Choice:
+    """The implementation for `op` at `dims` (M, N, K[, batch] or (n,)) in `dtype` on this GPU,
+    writing a C of `out_dtype`: the nearest entry measured with that C or with an fp32 C, that C's
+    at equal distance (Choice.out_dtype says which decided).
 
     `accepts(impl_name)` returns why an implementation cannot run the problem ("" when it can).
     """
     table, where = _table_for(gpu, arch)
     entries = [e for e in (table or {}).get("entries", []) if e["op"] == op and e["dtype"] == dtype]
+    entries = [e for e in entries if entry_out(e) in (out_dtype, "fp32")]
     if entries:
-        entry = min(entries, key=lambda e: (_distance(e["shape"], dims), e["shape"]))
+        entry = min(entries, key=lambda e: (_distance(e["shape"], dims), entry_out(e) != out_dtype, e["shape"]))
         shape = "x".join(map(str, entry["shape"]))
+        measured_out = entry_out(entry)
+        c_text = f" C {measured_out}" if measured_out != "fp32" else ""
         ranked = _prefer_prepared(entry["candidates"])
         evidence = tuple((c["impl"], c["figure"]) for c in ranked)
         refused = []
@@ -114,7 +129,7 @@ def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
             if refused:
                 reason += f"; skipped {'; '.join(refused)}"
             return Choice(c["impl"], dict(c.get("params") or {}), reason, evidence,
-                          f"{TABLE}: {table['gpu']}, {op} {dtype} {shape}", tuple(refused))
+                          f"{TABLE}: {table['gpu']}, {op} {dtype} {shape}{c_text}", tuple(refused), measured_out)
     fallback = KERNEL_FALLBACK.get(op) or LIBRARY[op]
     if accepts(fallback):
         fallback = LIBRARY[op]
