@@ -137,15 +137,22 @@ def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
     entries = [e for t in json.load(open(table))["gpus"] if t["gpu"] == gpu for e in t["entries"]
                if e["op"] == problem.op and e["dtype"] == getattr(problem, "dtype", "fp32")
                and e["shape"] == dims(problem)]
+    from gemmlab import ops
+
     by_name = {i.name: i for i in impls if i.kind == "kernel"}
     out, seen = [], set()
     for c in [c for e in entries for c in e["candidates"]]:
         impl = by_name.get(c["impl"])
-        if impl is None or impl.failed_constraints({**impl.defaults, **c["params"]}):
+        if impl is None:
             continue
-        params = impl.resolve(c["params"])
+        # the flags this problem sets (an entry of the other C type stored its own OUT16): one
+        # parameter set measured once, whichever entry listed it
+        values = ops.get(problem.op).kernel_params(impl, c["params"], problem)
+        if impl.failed_constraints({**impl.defaults, **values}):
+            continue
+        params = impl.resolve(values)
         key = (impl.name, json.dumps(params, sort_keys=True))
-        if params != impl.resolve({}) and key not in seen:
+        if params != impl.resolve(ops.get(problem.op).kernel_params(impl, {}, problem)) and key not in seen:
             seen.add(key)
             out.append(impl.variant(impl.name, impl.title, impl.idea, **params))
     return out
@@ -320,6 +327,8 @@ def main() -> int:
         gpus = [read(path) for path in args.merge]
         if not args.update and any("shapes" in g for g in gpus):
             parser.error("a table of some shapes (--shapes) goes in with --update, not as a GPU's whole table")
+        if not args.update and any(e.get("out_dtype") for g in gpus for e in g.get("entries", [])):
+            parser.error("16-bit-C entries (--out-dtype c16) go in with --update, beside a GPU's fp32-C table")
         if args.update:
             full = read(args.update)
             if not isinstance(full, dict) or "gpus" not in full:

@@ -87,7 +87,7 @@ def main() -> None:
     header = None
     for size in args.sizes.split(","):
         M, N, K = parse_shape(size)
-        start = dispatch_pick(base, args.dtype, (M, N, K)) if args.from_dispatch else {}
+        start = dispatch_pick(base, args.dtype, (M, N, K), out) if args.from_dispatch else {}
         variants = {}
         for combo in itertools.product(*axes):
             values = dict(start)
@@ -119,16 +119,16 @@ def main() -> None:
         print(f"| {size} | {first} | " + " | ".join(cells) + " |", flush=True)
 
 
-def dispatch_pick(base, dtype: str, shape) -> dict:
+def dispatch_pick(base, dtype: str, shape, out: str = "fp32") -> dict:
     """The parameters of `base` this GPU's dispatch table ranks best at the measured shape nearest to
-    `shape`, without the flags the problem sets (apichoice.table_params, as `gemmlab profile
+    `shape` (for a C of type `out`: its own entries where the table has them), without the flags the problem sets (apichoice.table_params, as `gemmlab profile
     --from-table` takes them); {} where the table has none."""
     from gemmlab.apichoice import table_params
     from gemmlab.cuda.device import info
     from gemmlab.problem import GemmProblem
 
     gpu = info()
-    return table_params(GemmProblem(*shape, dtype=dtype), base.name, gpu.name, gpu.arch)[0]
+    return table_params(GemmProblem(*shape, dtype=dtype, out_dtype=out), base.name, gpu.name, gpu.arch)[0]
 
 
 def variant_name(values: dict, defaults: dict) -> str:

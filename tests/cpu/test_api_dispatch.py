@@ -193,6 +193,12 @@ def test_a_16bit_c_takes_the_entries_measured_with_one(monkeypatch):
     monkeypatch.setattr(dispatch, "_tables", partial)
     small = dispatch.choose("hgemm", "bf16", (512, 512, 512), "GPU A", "sm_90", out_dtype="bf16")
     assert small.source.endswith("512x512x512") and small.out_dtype == "fp32", "a nearer fp32-C entry decides"
+    far = {"gpus": [{**C16_TABLE["gpus"][0], "entries": [
+        {**C16_TABLE["gpus"][0]["entries"][0], "shape": [512, 512, 512]}, C16_TABLE["gpus"][0]["entries"][1]]}]}
+    monkeypatch.setattr(dispatch, "_tables", far)
+    fp32_far = dispatch.choose("hgemm", "bf16", (4096, 4096, 4096), "GPU A", "sm_90")
+    assert fp32_far.out_dtype == "fp32" and fp32_far.source.endswith("512x512x512"), \
+        "an fp32-C call never takes a 16-bit-C entry, even the nearest"
     monkeypatch.setattr(dispatch, "_tables", C16_TABLE)
     fp16 = dispatch.choose("hgemm", "fp16", (4096, 4096, 4096), "GPU A", "sm_90", out_dtype="fp16")
     assert fp16.source == "fallback", "no fp16 entries at all: the library"

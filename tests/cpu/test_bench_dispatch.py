@@ -55,7 +55,7 @@ def test_the_resolver_gives_the_shipped_tables_choice_on_a_named_gpu(no_tuning):
     for entry in h100["entries"]:
         if entry["op"] not in ("sgemm", "hgemm"):
             continue
-        problem = GemmProblem(*entry["shape"], 1.0, 0.0, entry["dtype"])
+        problem = GemmProblem(*entry["shape"], 1.0, 0.0, entry["dtype"], out_dtype=entry.get("out_dtype", "fp32"))
         accepted = next(c for c in entry["candidates"]
                         if not (core.refusal(entry["op"], c["impl"], problem, h100["arch"])
                                 or core.slow_path(entry["op"], c["impl"], problem)))

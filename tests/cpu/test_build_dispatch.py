@@ -167,3 +167,50 @@ def test_16bit_c_problems_write_c_in_the_input_type():
     assert {p.out_dtype for p in mod.problems("hgemm", "fp16")} == {"fp32"}
     assert mod.row_kind("hgemm", "bf16", "bf16") == "bf16/bf16" and mod.row_kind("hgemm", "bf16") == "bf16"
     assert mod.C16_PAIRS == {("hgemm", "fp16"), ("hgemm", "bf16")}
+
+
+def test_a_parameter_set_listed_for_both_c_types_is_measured_once(tmp_path):
+    """--table with entries of both C types at the shape: each stored set counts with the flags
+    of the problem measured (an fp32-C entry stored OUT16 = 0), so a set listed for both is one
+    candidate, and the kernel's defaults under those flags are none."""
+    import json
+
+    from gemmlab import registry
+    from gemmlab.problem import GemmProblem
+
+    spec = registry.get("persistent", "hgemm")
+    fp32_set = {**spec.defaults, "DTYPE": 1, "OUT16": 0, "CM": 1}
+    c16_set = {**fp32_set, "OUT16": 1}
+    defaults_c16 = {**spec.defaults, "DTYPE": 1, "OUT16": 1}
+    entries = [{"op": "hgemm", "dtype": "bf16", "shape": [4096, 4096, 4096],
+                "candidates": [{"impl": "persistent", "params": fp32_set, "figure": 2.0}]},
+               {"op": "hgemm", "dtype": "bf16", "out_dtype": "bf16", "shape": [4096, 4096, 4096],
+                "candidates": [{"impl": "persistent", "params": c16_set, "figure": 2.0},
+                               {"impl": "persistent", "params": defaults_c16, "figure": 1.0}]}]
+    path = tmp_path / "dispatch.json"
+    path.write_text(json.dumps({"gpus": [{"gpu": "GPU A", "entries": entries}]}))
+    problem = GemmProblem(4096, 4096, 4096, 1.0, 0.0, "bf16", "nn", "bf16")
+    got = _module().table_candidates([spec], problem, str(path), "GPU A")
+    assert [c.resolve({}) for c in got] == [spec.resolve(c16_set)]
+
+
+def test_16bit_c_entries_go_in_only_beside_a_gpus_table(tmp_path, capsys):
+    import json
+
+    import pytest
+
+    part = {"gpu": "A", "arch": "sm_90", "command": "c16", "measured": "d", "entries": [
+        {"op": "hgemm", "dtype": "bf16", "out_dtype": "bf16", "shape": [64, 64, 64],
+         "candidates": [{"impl": "cublas", "params": {}, "figure": 1.0}]}]}
+    path = tmp_path / "c16.json"
+    path.write_text(json.dumps(part))
+    mod = _module()
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr("sys.argv", ["build_dispatch.py", "--merge", str(path), "--out", str(tmp_path / "t.json")])
+    try:
+        with pytest.raises(SystemExit) as exc:
+            mod.main()
+    finally:
+        monkey.undo()
+    assert exc.value.code == 2 and "go in with --update" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()

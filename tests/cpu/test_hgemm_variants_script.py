@@ -30,7 +30,7 @@ def timed(monkeypatch):
     def run(argv, pick=None):
         mod = _module()
         if pick is not None:
-            monkeypatch.setattr(mod, "dispatch_pick", lambda base, dtype, shape: dict(pick))
+            monkeypatch.setattr(mod, "dispatch_pick", lambda base, dtype, shape, out="fp32": dict(pick))
         monkeypatch.setattr(sys, "argv", ["hgemm_variants.py"] + argv)
         mod.main()
         return seen
