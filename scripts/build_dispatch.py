@@ -89,10 +89,18 @@ def out_of(problem) -> str:
     return getattr(problem, "out_dtype", "fp32")
 
 
-def row_kind(op: str, dtype: str, out: str = "fp32") -> str:
+def row_kind(dtype: str, out: str = "fp32") -> str:
     """An entry's dtype word in the builder's messages and merge keys: the dtype, with the C type
     after a slash where it is not fp32 ("bf16/C bf16" would be two words: "bf16/bf16")."""
     return dtype if out == "fp32" else f"{dtype}/{out}"
+
+
+def entry_kind(entry: dict) -> tuple[str, str]:
+    """(op, dtype word) of a table entry: what --update replaces together (a 16-bit C's entries
+    are a kind of their own)."""
+    from gemmlab.api.dispatch import entry_out
+
+    return entry["op"], row_kind(entry["dtype"], entry_out(entry))
 
 
 def tuned_candidates(impls: list, problem, tuned: str | None, gpu: str) -> list:
@@ -134,11 +142,12 @@ def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
     stay candidates when the table is measured again without their tuning database."""
     if not table:
         return []
+    from gemmlab import ops
+
     entries = [e for t in json.load(open(table))["gpus"] if t["gpu"] == gpu for e in t["entries"]
                if e["op"] == problem.op and e["dtype"] == getattr(problem, "dtype", "fp32")
                and e["shape"] == dims(problem)]
-    from gemmlab import ops
-
+    op = ops.get(problem.op)
     by_name = {i.name: i for i in impls if i.kind == "kernel"}
     out, seen = [], set()
     for c in [c for e in entries for c in e["candidates"]]:
@@ -147,12 +156,12 @@ def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
             continue
         # the flags this problem sets (an entry of the other C type stored its own OUT16): one
         # parameter set measured once, whichever entry listed it
-        values = ops.get(problem.op).kernel_params(impl, c["params"], problem)
+        values = op.kernel_params(impl, c["params"], problem)
         if impl.failed_constraints({**impl.defaults, **values}):
             continue
         params = impl.resolve(values)
         key = (impl.name, json.dumps(params, sort_keys=True))
-        if params != impl.resolve(ops.get(problem.op).kernel_params(impl, {}, problem)) and key not in seen:
+        if params != impl.resolve(op.kernel_params(impl, {}, problem)) and key not in seen:
             seen.add(key)
             out.append(impl.variant(impl.name, impl.title, impl.idea, **params))
     return out
@@ -196,6 +205,7 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
         for problem in problems(op, dtype, c16):
             if shapes is not None and dims(problem) not in shapes:
                 continue
+            out = out_of(problem)
             points = run_bench(impls, [problem], options)
             extra = variants + tuned_candidates(impls, problem, tuned, info().name)
             known = {(v.name, json.dumps(v.defaults, sort_keys=True)) for v in extra}
@@ -209,17 +219,14 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
                     ranked.append({"impl": p.impl, "params": p.params if p.impl_kind == "kernel" else {},
                                    "figure": round(figure, 2)})
                 else:
-                    failed.append(f"{op} {row_kind(op, dtype, out_of(problem))} "
+                    failed.append(f"{op} {row_kind(dtype, out)} "
                                   f"{problem.shape if op != 'reduce' else problem.n} {p.impl}: {p.status} {p.reason}")
             ranked.sort(key=lambda c: -c["figure"])
             if ranked:
-                entry = {"op": op, "dtype": dtype, "shape": dims(problem), "candidates": ranked}
-                if out_of(problem) != "fp32":
-                    entry = {"op": op, "dtype": dtype, "out_dtype": out_of(problem), "shape": dims(problem),
-                             "candidates": ranked}
-                entries.append(entry)
+                marked = {"out_dtype": out} if out != "fp32" else {}  # fp32: the key is left out
+                entries.append({"op": op, "dtype": dtype, **marked, "shape": dims(problem), "candidates": ranked})
                 best = ranked[0]
-                print(f"{op:6} {row_kind(op, dtype, out_of(problem)):9} {'x'.join(map(str, dims(problem))):>22}  "
+                print(f"{op:6} {row_kind(dtype, out):9} {'x'.join(map(str, dims(problem))):>22}  "
                       f"{best['impl']:>16} "
                       f"{best['figure']:9.1f}  " + "  ".join(f"{c['impl']} {c['figure']:.1f}" for c in ranked[1:]),
                       flush=True)
@@ -262,7 +269,7 @@ def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
         if target is None:
             out.append(part)
             continue
-        pairs = {(e["op"], row_kind(e["op"], e["dtype"], e.get("out_dtype", "fp32"))) for e in part["entries"]}
+        pairs = {entry_kind(e) for e in part["entries"]}
         ops = {op for op, _ in pairs}
 
         def stale(message: str) -> bool:  # "op dtype shape impl: why", or "op impl: why" for a whole op
@@ -272,14 +279,11 @@ def updated(tables: list[dict], parts: list[dict]) -> list[dict]:
             whole_op = words[1] not in all_dtypes and "/" not in words[1]  # "op impl: why" ("dtype/C" is a dtype word)
             return len(words) > 1 and ((words[0], words[1]) in pairs or (words[0] in ops and whole_op))
 
-        def kind(e) -> tuple:  # (op, dtype word): a 16-bit C's entries are a pair of their own
-            return e["op"], row_kind(e["op"], e["dtype"], e.get("out_dtype", "fp32"))
-
         def replaced(e) -> bool:
-            return kind(e) in pairs and (only is None or "x".join(map(str, e["shape"])) in only)
+            return entry_kind(e) in pairs and (only is None or "x".join(map(str, e["shape"])) in only)
 
         def key(e) -> tuple:
-            return kind(e) + (tuple(e["shape"]),)
+            return entry_kind(e) + (tuple(e["shape"]),)
 
         if only is not None:  # re-measured entries keep their places (a small diff); new shapes go last
             fresh = {key(e): e for e in part["entries"]}

@@ -165,7 +165,7 @@ def test_16bit_c_problems_write_c_in_the_input_type():
     mod = _module()
     assert {p.out_dtype for p in mod.problems("hgemm", "bf16", c16=True)} == {"bf16"}
     assert {p.out_dtype for p in mod.problems("hgemm", "fp16")} == {"fp32"}
-    assert mod.row_kind("hgemm", "bf16", "bf16") == "bf16/bf16" and mod.row_kind("hgemm", "bf16") == "bf16"
+    assert mod.row_kind("bf16", "bf16") == "bf16/bf16" and mod.row_kind("bf16") == "bf16"
     assert mod.C16_PAIRS == {("hgemm", "fp16"), ("hgemm", "bf16")}
 
 
