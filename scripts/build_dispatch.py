@@ -167,6 +167,28 @@ def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
     return out
 
 
+def built_as(impl, problem) -> tuple[str, str]:
+    """What `impl` is compiled as for `problem`: its name and every parameter, the problem's own
+    flags set (a listed variant says OUT16 = 0; a 16-bit C builds it with OUT16 = 1)."""
+    from gemmlab import ops
+
+    return impl.name, json.dumps(impl.resolve(ops.get(problem.op).kernel_params(impl, {}, problem)), sort_keys=True)
+
+
+def new_builds(impls: list, candidates: list, problem) -> list:
+    """The candidates that build a kernel none of `impls` (at their defaults) nor an earlier
+    candidate builds for `problem`, in order: each kernel measured once, so a table's entry lists
+    each parameter set once."""
+    seen = {built_as(i, problem) for i in impls if i.kind == "kernel"}
+    out = []
+    for c in candidates:
+        key = built_as(c, problem)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
 def dims(problem) -> list[int]:
     """The problem's dimensions as a table entry stores them (a JSON list): the API's own reading."""
     from gemmlab.apichoice import dims as api_dims
@@ -201,16 +223,16 @@ def measure(only: set[str] | None, tuned: str | None = None, table: str | None =
                 failed.append(f"{op} {name}: {reason}")
             else:
                 impls.append(impl)
+        if c16:  # a kernel that writes an fp32 C only is refused by design, not a failure to record
+            impls = [i for i in impls if i.kind != "kernel" or "out16" in i.tags]
         variants = listed_variants(impls, op)
         for problem in problems(op, dtype, c16):
             if shapes is not None and dims(problem) not in shapes:
                 continue
             out = out_of(problem)
             points = run_bench(impls, [problem], options)
-            extra = variants + tuned_candidates(impls, problem, tuned, info().name)
-            known = {(v.name, json.dumps(v.defaults, sort_keys=True)) for v in extra}
-            extra += [v for v in table_candidates(impls, problem, table, info().name)
-                      if (v.name, json.dumps(v.defaults, sort_keys=True)) not in known]
+            extra = new_builds(impls, variants + tuned_candidates(impls, problem, tuned, info().name)
+                               + table_candidates(impls, problem, table, info().name), problem)
             points += run_bench(extra, [problem], options) if extra else []
             ranked = []
             for p in points:

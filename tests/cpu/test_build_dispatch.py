@@ -214,3 +214,25 @@ def test_16bit_c_entries_go_in_only_beside_a_gpus_table(tmp_path, capsys):
         monkey.undo()
     assert exc.value.code == 2 and "go in with --update" in capsys.readouterr().err
     assert not (tmp_path / "t.json").exists()
+
+
+def test_each_kernel_is_measured_once_with_the_problems_flags():
+    """A listed variant (built from its own defaults, OUT16 = 0) and a table candidate of the same
+    parameters measured with a 16-bit C (OUT16 = 1) build one kernel for a 16-bit-C problem: it is
+    measured once. So is a candidate that builds the kernel's defaults; others keep their order."""
+    from gemmlab import registry
+    from gemmlab.problem import GemmProblem
+
+    mod = _module()
+    spec = registry.get("persistent", "hgemm")
+    c16 = GemmProblem(4096, 4096, 4096, 1.0, 0.0, "bf16", "nn", "bf16")
+    listed = spec.variant(spec.name, spec.title, spec.idea, **spec.resolve({"BN": 128, "CM": 1}))
+    tabled = spec.variant(spec.name, spec.title, spec.idea, **spec.resolve({"BN": 128, "CM": 1, "OUT16": 1}))
+    other = spec.variant(spec.name, spec.title, spec.idea, **spec.resolve({"BN": 192, "CM": 1}))
+    default_built = spec.variant(spec.name, spec.title, spec.idea, **spec.resolve({"OUT16": 1}))
+    assert listed.resolve({})["OUT16"] == 0 and tabled.resolve({})["OUT16"] == 1
+    got = mod.new_builds([spec, registry.get("cublas", "hgemm")], [listed, default_built, tabled, other], c16)
+    assert got == [listed, other]
+    # an fp32-C problem sets OUT16 = 0 for both: one kernel there too
+    fp32 = GemmProblem(4096, 4096, 4096, 1.0, 0.0, "bf16", "nn", "fp32")
+    assert mod.built_as(tabled, fp32) == mod.built_as(listed, fp32)
