@@ -149,22 +149,16 @@ def table_candidates(impls: list, problem, table: str | None, gpu: str) -> list:
                and e["shape"] == dims(problem)]
     op = ops.get(problem.op)
     by_name = {i.name: i for i in impls if i.kind == "kernel"}
-    out, seen = [], set()
+    out = []
     for c in [c for e in entries for c in e["candidates"]]:
         impl = by_name.get(c["impl"])
         if impl is None:
             continue
-        # the flags this problem sets (an entry of the other C type stored its own OUT16): one
-        # parameter set measured once, whichever entry listed it
+        # the flags this problem sets (an entry of the other C type stored its own OUT16)
         values = op.kernel_params(impl, c["params"], problem)
-        if impl.failed_constraints({**impl.defaults, **values}):
-            continue
-        params = impl.resolve(values)
-        key = (impl.name, json.dumps(params, sort_keys=True))
-        if params != impl.resolve(op.kernel_params(impl, {}, problem)) and key not in seen:
-            seen.add(key)
-            out.append(impl.variant(impl.name, impl.title, impl.idea, **params))
-    return out
+        if not impl.failed_constraints({**impl.defaults, **values}):
+            out.append(impl.variant(impl.name, impl.title, impl.idea, **impl.resolve(values)))
+    return new_builds(impls, out, problem)  # one parameter set once, whichever entry listed it; no defaults
 
 
 def built_as(impl, problem) -> tuple[str, str]:
