@@ -48,3 +48,27 @@ def test_transposed_operands_of_torch_and_cupy():
     assert not transposed(_op(strided, "cupy", (4, 5), False))
     assert not transposed(_op(f_order, "cupy", (3, 4, 5), False)), "2-D only"
     assert not transposed(_op(object(), "cai", (4, 5), False)), "other producers: copied"
+
+
+class CupyLike:
+    """The two flags the CuPy hot path reads (cupy.ndarray._c_contiguous / _f_contiguous)."""
+
+    def __init__(self, c: bool, f: bool):
+        self._c_contiguous, self._f_contiguous = c, f
+
+
+def test_cupy_transposed_views_and_other_strides():
+    assert calls._cupy_transposed(CupyLike(True, False)) is False  # C order
+    assert calls._cupy_transposed(CupyLike(True, True)) is False  # a row or a column: both flags
+    assert calls._cupy_transposed(CupyLike(False, True)) is True  # F order: W.T, read in place
+    assert calls._cupy_transposed(CupyLike(False, False)) is None  # a slice: copied
+
+
+def test_new_c_type_of_the_hot_paths():
+    f32, bf16 = object(), object()
+    assert calls._new_c_type("bf16", None, 0.0, f32, bf16) == (f32, "fp32")
+    assert calls._new_c_type("bf16", "fp32", 0.0, f32, bf16) == (f32, "fp32")
+    assert calls._new_c_type("bf16", "bf16", 0.0, f32, bf16) == (bf16, "bf16")
+    assert calls._new_c_type("bf16", "fp16", 0.0, f32, bf16) == (None, None)  # refused by the general path
+    assert calls._new_c_type("tf32", "fp16", 0.0, f32, bf16) == (None, None)
+    assert calls._new_c_type("bf16", None, 0.5, f32, bf16) == (None, None)  # beta needs a C

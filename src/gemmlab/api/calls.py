@@ -1,6 +1,11 @@
-"""The bodies of the plain calls (gemmlab.sgemm, hgemm, bgemm, reduce_sum): a hot path for plain
-dense torch tensors that reads everything straight off the tensors, and the general path for
-every other input (CuPy, other producers, strided or misaligned arrays, empty dimensions)."""
+"""The bodies of the plain calls (gemmlab.sgemm, hgemm, bgemm, reduce_sum): hot paths for plain
+dense torch tensors and CuPy arrays that read everything straight off the arrays, and the
+general path for every other input (other producers, subclasses, strided or misaligned arrays,
+empty dimensions, anything a hot path does not take).
+
+Why two hot paths and not one reader: a plain call at 512^3 runs a 7 us kernel, so every
+microsecond of host time shows in a loop of calls. Reading a CuPy array through an Operand
+(api/operands.py) cost 3-4 us more than reading its attributes here (session 20, H200)."""
 from __future__ import annotations
 
 import sys
@@ -10,6 +15,7 @@ from .core import _state, executor, setup
 from .operands import copy_into, densify, new_output, result, scale, torch_stream_reader
 
 _torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stream accessor (set once)
+_cupy: dict = {}  # cupy.ndarray (None where it lacks the flags read here), dtypes, stream reader
 
 
 def _torch_setup() -> None:
@@ -20,6 +26,18 @@ def _torch_setup() -> None:
                           "hgemm": {torch.float32: "tf32", torch.float16: "fp16", torch.bfloat16: "bf16"}})
 
 
+def _cupy_setup() -> None:
+    import cupy
+    import numpy as np
+
+    f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
+    # _c_contiguous / _f_contiguous: the flags CuPy keeps on every array (x.flags builds an object)
+    nd = cupy.ndarray if hasattr(cupy.ndarray, "_c_contiguous") and hasattr(cupy.ndarray, "_f_contiguous") else None
+    _cupy.update(ndarray=nd, f32=f32, stream=cupy.cuda.get_current_stream,
+                 dtypes={"sgemm": {f32: "fp32"}, "hgemm": {f32: "tf32", f16: "fp16"}},
+                 c_dtypes={"fp32": f32, "fp16": f16})
+
+
 def _transposed(x) -> bool | None:
     """False for a contiguous 2-D tensor; True for a transposed view (the transpose of a
     contiguous matrix: x @ W.T, torch.nn.functional.linear's layout), which cuBLAS reads in
@@ -27,6 +45,26 @@ def _transposed(x) -> bool | None:
     if x.is_contiguous():
         return False
     return True if x.stride() == (1, x.shape[0]) else None
+
+
+def _cupy_transposed(x) -> bool | None:
+    """As _transposed, for a 2-D CuPy array: C order False, F order (W.T) True, else None."""
+    if x._c_contiguous:
+        return False
+    return True if x._f_contiguous else None
+
+
+def _new_c_type(dtype: str, out: str | None, beta: float, fp32, same):
+    """(C's type object, its name) for a new C: fp32 unless `out` names the inputs' own 16-bit
+    type (`same`); (None, None) where the hot path does not make it - beta != 0 without a C, or
+    another type - and the general path refuses it in one line or makes it."""
+    if beta != 0.0:
+        return None, None
+    if out is None or out == "fp32":
+        return fp32, "fp32"
+    if out == dtype:
+        return same, out
+    return None, None
 
 
 def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None = None):
@@ -44,10 +82,13 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
     if type(A) is not t or type(B) is not t or (C is not None and type(C) is not t):
         return NotImplemented
     dtype = _torch["dtypes"][op_name].get(A.dtype)
-    if dtype is None or B.dtype is not A.dtype or A.dim() != 2 or B.dim() != 2:
+    if dtype is None or B.dtype is not A.dtype:
         return NotImplemented
-    M, K = A.shape
-    K2, N = B.shape
+    try:  # two dimensions each (unpacking checks the rank for less than A.dim() and B.dim() cost)
+        M, K = A.shape
+        K2, N = B.shape
+    except ValueError:
+        return NotImplemented
     if K != K2 or not (M and N and K):
         return NotImplemented
     ta, tb = _transposed(A), _transposed(B)
@@ -59,15 +100,9 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
         return NotImplemented
     alpha, beta = float(alpha), float(beta)
     if C is None:
-        if beta != 0.0:
+        c_type, out = _new_c_type(dtype, out, beta, _torch["f32"], A.dtype)
+        if c_type is None:
             return NotImplemented
-        if out is None or out == "fp32":
-            c_type, out = _torch["f32"], "fp32"
-        elif out == dtype:  # a 16-bit C of the inputs' type (hgemm)
-            c_type = A.dtype
-        else:
-            return NotImplemented
-        result = A.new_empty((M, N), dtype=c_type)
     else:
         if C.dtype is _torch["f32"]:
             c_out = "fp32"
@@ -75,15 +110,58 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
             c_out = dtype
         else:
             return NotImplemented
-        if (out is not None and out != c_out) or C.dim() != 2 or C.shape[0] != M or C.shape[1] != N \
-                or not C.is_contiguous() or C.data_ptr() & 15 or C.get_device() != device:
+        if (out is not None and out != c_out) or C.shape != (M, N) or not C.is_contiguous() \
+                or C.data_ptr() & 15 or C.get_device() != device:
             return NotImplemented
-        result, out = C, c_out
+        out = c_out
     stream = _torch["stream"](device)
     ex = executor(op_name, dtype, (M, N, K), impl, params, stream, (ta, tb), out)
     if not ex.fast:
         return NotImplemented
+    # new_empty: 0.5 us less than torch.empty(..., device=) with a cached device (session 20, H200)
+    result = C if C is not None else A.new_empty((M, N), dtype=c_type)
     ex.run(a, b, result.data_ptr(), alpha, beta, stream)
+    return result
+
+
+def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None = None):
+    """The hot path for plain CuPy arrays, as torch_gemm: C order or F order (a transposed view),
+    16-byte aligned, on gemmlab's GPU, CuPy's current stream; NotImplemented for anything else."""
+    nd = _cupy["ndarray"]
+    if nd is None or type(A) is not nd or type(B) is not nd or (C is not None and type(C) is not nd):
+        return NotImplemented
+    dtypes = _cupy["dtypes"][op_name]
+    dtype = dtypes.get(A.dtype)
+    if dtype is None or dtypes.get(B.dtype) != dtype or A.ndim != 2 or B.ndim != 2:
+        return NotImplemented
+    M, K = A.shape
+    K2, N = B.shape
+    if K != K2 or not (M and N and K):
+        return NotImplemented
+    ta, tb = _cupy_transposed(A), _cupy_transposed(B)
+    if ta is None or tb is None:
+        return NotImplemented
+    a, b = A.data.ptr, B.data.ptr
+    device = _state["device"]
+    if (a | b) & 15 or A.data.device_id != device or B.data.device_id != device:
+        return NotImplemented
+    alpha, beta = float(alpha), float(beta)
+    if C is None:
+        c_type, out = _new_c_type(dtype, out, beta, _cupy["f32"], A.dtype)
+        if c_type is None:
+            return NotImplemented
+    else:
+        c_out = "fp32" if C.dtype == _cupy["f32"] else (dtype if C.dtype == A.dtype and dtype == "fp16" else None)
+        if c_out is None or (out is not None and out != c_out) or C.shape != (M, N) or not C._c_contiguous \
+                or C.data.ptr & 15 or C.data.device_id != device:
+            return NotImplemented
+        out = c_out
+    stream = _cupy["stream"]().ptr
+    ex = executor(op_name, dtype, (M, N, K), impl, params, stream, (ta, tb), out)
+    if not ex.fast:
+        return NotImplemented
+    result = C if C is not None else nd((M, N), c_type)  # cupy.empty: CuPy's pool, current device
+    ex.run(a, b, result.data.ptr, alpha, beta, stream)
     return result
 
 
@@ -94,6 +172,10 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
     out_type = out_name(out_dtype)
     if op_name != "bgemm":
         done = torch_gemm(op_name, A, B, C, alpha, beta, impl, params, out_type)
+        if done is NotImplemented:
+            if not _cupy:
+                _cupy_setup()
+            done = cupy_gemm(op_name, A, B, C, alpha, beta, impl, params, out_type)
         if done is not NotImplemented:
             return done
     a, b, dims, dtype = gemm_operands(op_name, caller, A, B)
@@ -143,11 +225,34 @@ def torch_sum(x, impl, params):
     return out
 
 
+def cupy_sum(x, impl, params):
+    """The hot path of reduce_sum for a plain, dense fp32 CuPy array (NotImplemented otherwise)."""
+    nd = _cupy["ndarray"]
+    if nd is None or type(x) is not nd or x.dtype != _cupy["f32"] or not x._c_contiguous:
+        return NotImplemented
+    n = x.size
+    ptr = x.data.ptr
+    device = _state["device"]
+    if not n or ptr & 15 or x.data.device_id != device:
+        return NotImplemented
+    stream = _cupy["stream"]().ptr
+    ex = executor("reduce", "fp32", (n,), impl, params, stream)
+    if not ex.fast:
+        return NotImplemented
+    out = nd((), _cupy["f32"])
+    ex.run(ptr, out.data.ptr, stream)
+    return out
+
+
 def reduce_sum(x, impl, params):
     setup()
     if "tensor" not in _torch and "torch" in sys.modules:
         _torch_setup()
     done = torch_sum(x, impl, params)
+    if done is NotImplemented:
+        if not _cupy:
+            _cupy_setup()
+        done = cupy_sum(x, impl, params)
     if done is not NotImplemented:
         return done
     op = sum_operand(x, "reduce_sum")

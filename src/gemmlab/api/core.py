@@ -253,7 +253,7 @@ def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, st
     `layout`: (A transposed, B transposed), operands given as transposed views; `out`: C's type."""
     # No overrides ({} or None) is one key: a dict is not hashable, and {} means the defaults.
     key = (op_name, dtype, dims, impl, tuple(sorted(params.items())) if params else None)
-    if any(layout) or out != "fp32":
+    if layout[0] or layout[1] or out != "fp32":
         key = key + (layout, out)
     cache = _thread.executors
     ex = cache.get(key)

@@ -1,0 +1,103 @@
+"""The plain calls' hot paths (api/calls.py): dense torch tensors and CuPy arrays are read
+straight off the arrays and never reach the general path's Operand readers, and their results
+are right (fp64 references; a C given NaN-poisoned where beta == 0). The general path is made to fail here, so a call that silently fell back to
+it would fail the test rather than pass slowly."""
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab.api import calls
+
+cp = pytest.importorskip("cupy")
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def no_general_path(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the general path ran: the hot path refused this call")
+
+    monkeypatch.setattr(calls, "gemm_operands", refuse)
+    monkeypatch.setattr(calls, "sum_operand", refuse)
+
+
+def _ref(A, B, C0=None, alpha=1.0, beta=0.0):
+    a, b = (cp.asnumpy(cp.asarray(x)).astype(np.float64) for x in (A, B))
+    out = alpha * a @ b
+    if beta:
+        out = out + beta * C0
+    return out
+
+
+def _rel(C, ref) -> float:
+    return float(np.linalg.norm(cp.asnumpy(cp.asarray(C)).astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("impl", [None, "cublas", "vectorize"])
+@pytest.mark.parametrize("shape", [(512, 512, 512), (129, 67, 200)])
+def test_cupy_sgemm_hot_path(no_general_path, impl, shape):
+    M, N, K = shape
+    rng = cp.random.default_rng(sum(shape))
+    A = rng.uniform(-1, 1, (M, K), dtype=cp.float32)
+    B = rng.uniform(-1, 1, (K, N), dtype=cp.float32)
+    C = gemmlab.sgemm(A, B, impl=impl)
+    assert type(C) is cp.ndarray and C.shape == (M, N) and C.dtype == cp.float32
+    assert _rel(C, _ref(A, B)) < 1e-5
+    C0 = rng.uniform(-1, 1, (M, N), dtype=cp.float32)
+    C1 = C0.copy()
+    assert gemmlab.sgemm(A, B, C1, alpha=0.5, beta=-1.5, impl=impl) is C1
+    assert _rel(C1, _ref(A, B, cp.asnumpy(C0).astype(np.float64), 0.5, -1.5)) < 1e-5
+    poisoned = cp.full((M, N), cp.nan, dtype=cp.float32)  # beta == 0 never reads C
+    gemmlab.sgemm(A, B, poisoned, impl=impl)
+    assert _rel(poisoned, _ref(A, B)) < 1e-5
+
+
+@pytest.mark.parametrize("out_dtype", [None, "fp16"])
+def test_cupy_hgemm_hot_path_new_c_and_transposed_b(no_general_path, out_dtype):
+    rng = cp.random.default_rng(3)
+    A = rng.uniform(-1, 1, (384, 256), dtype=cp.float32).astype(cp.float16)
+    W = rng.uniform(-1, 1, (200, 256), dtype=cp.float32).astype(cp.float16)
+    ref = _ref(A, W.T)
+    for B in (cp.ascontiguousarray(W.T), W.T):  # row-major B, and x @ W.T read in place
+        C = gemmlab.hgemm(A, B, out_dtype=out_dtype)
+        assert C.dtype == (cp.float16 if out_dtype else cp.float32)
+        assert _rel(C, ref) < (2e-3 if out_dtype else 1e-5)
+
+
+def test_cupy_hgemm_hot_path_fp16_c_in_place(no_general_path):
+    rng = cp.random.default_rng(4)
+    A = rng.uniform(-1, 1, (256, 128), dtype=cp.float32).astype(cp.float16)
+    B = rng.uniform(-1, 1, (128, 320), dtype=cp.float32).astype(cp.float16)
+    C = cp.full((256, 320), cp.nan, dtype=cp.float16)
+    assert gemmlab.hgemm(A, B, C) is C
+    assert _rel(C, _ref(A, B)) < 2e-3
+
+
+def test_torch_hot_path_new_outputs(no_general_path):
+    A = torch.randn(300, 200, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(200, 100, device="cuda", dtype=torch.bfloat16)
+    ref = (A.double() @ B.double()).cpu().numpy()
+    for out_dtype, want, tol in ((None, torch.float32, 1e-5), ("bf16", torch.bfloat16, 1e-2)):
+        C = gemmlab.hgemm(A, B, out_dtype=out_dtype)
+        assert C.dtype == want and C.device == A.device and C.shape == (300, 100)
+        err = np.linalg.norm(C.double().cpu().numpy() - ref) / np.linalg.norm(ref)
+        assert err < tol
+
+
+@pytest.mark.parametrize("family", ["cupy", "torch"])
+def test_reduce_sum_hot_paths(no_general_path, family):
+    host = np.random.default_rng(5).uniform(-1, 1, 100_003).astype(np.float32)
+    x = cp.asarray(host) if family == "cupy" else torch.from_numpy(host).cuda()
+    out = gemmlab.reduce_sum(x)
+    assert (type(out) is cp.ndarray) if family == "cupy" else (out.device == x.device)
+    assert out.shape == () and abs(float(out.item()) - host.astype(np.float64).sum()) < 1e-3
+
+
+def test_cupy_arrays_the_hot_path_passes_on_still_work():
+    """A strided CuPy array and an empty dimension go to the general path, which copies or
+    follows torch's rules (the fixture is not used here)."""
+    rng = cp.random.default_rng(6)
+    A = rng.uniform(-1, 1, (64, 96), dtype=cp.float32)[:, ::2]  # neither C nor F order
+    B = rng.uniform(-1, 1, (48, 40), dtype=cp.float32)
+    assert _rel(gemmlab.sgemm(A, B), _ref(A, B)) < 1e-5
+    assert gemmlab.sgemm(A[:0], B).shape == (0, 40)
