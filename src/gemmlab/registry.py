@@ -96,6 +96,10 @@ class KernelSpec:
     # Shapes the kernel runs, but only on a slow path: "" when not, else why. The dispatch passes
     # the kernel over there; a caller who names it still gets it.
     slow_path: Callable[[GemmProblem], str] | None = None
+    # The share of its rounds a launch fills with work at a shape (1.0: every SM busy to the end),
+    # from its tile schedule: the dispatch lowers a kernel's figure measured at another shape by
+    # how much less its rounds fill at the call's (api/dispatch.py). None: not modelled.
+    round_fill: Callable[[GemmProblem, Mapping[str, int]], float] | None = None
     # The one architecture the kernel is built for, where it needs more than the device's plain
     # one (wgmma and setmaxnreg: "sm_90a", which runs on sm_90 devices only); None: any.
     arch: str | None = None

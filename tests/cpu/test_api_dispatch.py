@@ -234,9 +234,10 @@ def test_out_dtype_spellings():
         out_name(["bf16"])  # unhashable: refused in one line, not a TypeError
 
 
-def test_rung_15_is_dispatched_only_where_tensor_maps_describe_the_rows():
+def test_rung_15_is_dispatched_only_where_tensor_maps_describe_the_rows(monkeypatch):
     """The shipped H100 table sends 1024^3 to tma_ffma; a nearby shape with K % 4 != 0 (its
-    element-wise path, a tenth of the speed) goes to the next candidate, and explain says why."""
+    element-wise path, a tenth of the speed) is decided by the table's odd shape, and where an
+    aligned entry decides it anyway, goes to the next candidate, and explain says why."""
     from gemmlab.api import core
     from gemmlab.problem import GemmProblem
 
@@ -244,6 +245,67 @@ def test_rung_15_is_dispatched_only_where_tensor_maps_describe_the_rows():
     choice, _, _ = core.choose("sgemm", GemmProblem(1024, 1024, 1024, 1.0, 0.0), (1024, 1024, 1024), None, None,
                                gpu, "sm_90")
     assert choice.impl == "tma_ffma"
-    odd, _, _ = core.choose("sgemm", GemmProblem(1024, 1024, 1022, 1.0, 0.0), (1024, 1024, 1022), None, None,
-                            gpu, "sm_90")
+    odd_problem = GemmProblem(1024, 1024, 1022, 1.0, 0.0)
+    odd, _, _ = core.choose("sgemm", odd_problem, (1024, 1024, 1022), None, None, gpu, "sm_90")
+    assert odd.impl != "tma_ffma" and "1023x1025x1027" in odd.source
+    monkeypatch.setattr(dispatch, "aligned", lambda shape: True)  # no alignment classes: the 1024^3 entry
+    odd, _, _ = core.choose("sgemm", odd_problem, (1024, 1024, 1022), None, None, gpu, "sm_90")
     assert odd.impl != "tma_ffma" and "skipped tma_ffma: K and N must be multiples of 4" in odd.reason
+
+
+def _entry(shape, *candidates):
+    return {"op": "hgemm", "dtype": "bf16", "shape": list(shape),
+            "candidates": [{"impl": i, "figure": f, "params": p} for i, f, p in candidates]}
+
+
+def _table(*entries):
+    return {"gpus": [{"gpu": "G", "arch": "sm_90", "command": "c", "entries": list(entries)}]}
+
+
+def test_refit_lowers_a_kernel_whose_rounds_fill_less_at_the_call_and_never_raises_one(monkeypatch):
+    """4096x4224x4096 took rung 5 from 4 rounds to 5 (12% longer, results/h200-rung5-4096-tune-
+    skew-session19.md): a kernel that led by 0.3% at 4096^3 is counted at 80/97 of that there."""
+    monkeypatch.setattr(dispatch, "_tables", _table(
+        _entry((4096, 4096, 4096), ("persistent", 749.1, {"BN": 256}), ("cublas", 746.0, {}))))
+    fills = {(4096, 4096, 4096): 0.97, (4096, 4224, 4096): 0.80, (8192, 8448, 8192): 1.0}
+    fill = lambda impl, params, shape: fills[shape] if impl == "persistent" else None  # noqa: E731
+    at = dispatch.choose("hgemm", "bf16", (4096, 4096, 4096), "G", "sm_90", fill=fill)
+    assert at.impl == "persistent" and "tile rounds" not in at.reason  # the measured shape: as measured
+    off = dispatch.choose("hgemm", "bf16", (4096, 4224, 4096), "G", "sm_90", fill=fill)
+    assert off.impl == "cublas"
+    assert "persistent's fill 80% of the GPU here and 97% at 4096x4096x4096" in off.reason
+    assert "persistent 617.8 (measured 749.1)" in off.reason
+    better = dispatch.choose("hgemm", "bf16", (8192, 8448, 8192), "G", "sm_90", fill=fill)
+    assert better.impl == "persistent" and "measured" in better.reason and "counted" not in better.reason
+    assert dispatch.choose("hgemm", "bf16", (4096, 4224, 4096), "G", "sm_90").impl == "persistent"  # no model
+
+
+def test_refit_keeps_the_order_where_no_candidate_is_modelled():
+    ranked = [{"impl": "a", "figure": 2.0}, {"impl": "b", "figure": 1.0}]
+    assert dispatch.refit(ranked, (1, 1, 1), (2, 2, 2), lambda *a: None) == (ranked, {})
+    assert dispatch.refit(ranked, (1, 1, 1), (2, 2, 2), None) == (ranked, {})
+
+
+def test_odd_entries_speak_for_odd_calls_and_aligned_for_aligned(monkeypatch):
+    """cuBLAS pads 4097^3 and runs at half speed there, so rung 5 leads that entry by 2x; an
+    aligned call near it (4224^3) is decided by the aligned entry, an odd one by the odd entry."""
+    monkeypatch.setattr(dispatch, "_tables", _table(
+        _entry((4096, 4096, 4096), ("cublas", 780.0, {}), ("persistent", 773.0, {})),
+        _entry((4097, 4097, 4097), ("persistent", 278.0, {}), ("cublas", 133.0, {}))))
+    assert dispatch.aligned((4224, 4224, 4224)) and not dispatch.aligned((4097, 4096, 4096))
+    assert dispatch.choose("hgemm", "bf16", (4224, 4224, 4224), "G", "sm_90").impl == "cublas"
+    assert dispatch.choose("hgemm", "bf16", (4100, 4101, 4100), "G", "sm_90").impl == "persistent"
+    assert dispatch.choose("hgemm", "bf16", (4095, 4096, 4096), "G", "sm_90").source.endswith("4097x4097x4097")
+
+
+def test_round_fill_of_the_persistent_rung():
+    """The model behind refit, at the shapes the docs quote (132 SMs without a GPU)."""
+    from gemmlab.kernels.hgemm.specs import PERSISTENT, persistent_round_fill
+    from gemmlab.problem import GemmProblem
+
+    v = PERSISTENT.resolve({"BN": 256, "CM": 2})
+    fill = lambda *s: persistent_round_fill(GemmProblem(*s, 1.0, 0.0, "bf16"), v)  # noqa: E731
+    assert fill(4096, 4096, 4096) == pytest.approx(256 / 264)  # 256 cluster tiles in 4 rounds of 66
+    assert fill(4096, 4224, 4096) == pytest.approx(264 / 330)  # 272 tiles (264 tiles' worth): 5 rounds
+    assert fill(8192, 8448, 8192) == pytest.approx(1.0)  # 1056 tiles: 16 rounds exactly
+    assert fill(1024, 1024, 1024) == pytest.approx(16 / 66)  # one round, 16 of 66 slots busy

@@ -135,7 +135,7 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
     else:
         choice = dispatch.choose(op_name, problem_dtype(op_name, problem), dims, gpu, arch,
                                  lambda name: refusal(op_name, name, problem, arch) or slow_path(op_name, name, problem),
-                                 out_dtype=getattr(problem, "out_dtype", "fp32"))
+                                 out_dtype=getattr(problem, "out_dtype", "fp32"), fill=round_fill(op_name, problem))
     spec = lookup(op_name, choice.impl)
     chosen = choice.params if params is None else dict(params)
     if params is None and spec.kind == "kernel" and op_name != "reduce":
@@ -144,6 +144,24 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
             chosen = tuned
             choice = replace(choice, params=tuned, reason=choice.reason + TUNED_NOTE)
     return choice, spec, chosen
+
+
+def round_fill(op_name: str, problem):
+    """fill(name, params, shape) for dispatch.refit: the share of the GPU the kernel's tile rounds
+    fill at `shape` (the problem with those dimensions), None where its spec has no model."""
+    from .. import registry
+
+    def fill(name: str, params: Mapping[str, int], shape: tuple) -> float | None:
+        try:
+            spec = registry.get(name, op_name)
+            model = getattr(spec, "round_fill", None)
+            if model is None or len(shape) != 3:
+                return None
+            return model(replace(problem, M=shape[0], N=shape[1], K=shape[2]), spec.resolve(params))
+        except Exception:  # a stale or foreign table entry: no model, the figure stands
+            return None
+
+    return fill
 
 
 def decide(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping[str, int] | None,

@@ -92,23 +92,60 @@ def entry_out(entry: dict) -> str:
     return entry.get("out_dtype", "fp32")
 
 
+def aligned(shape) -> bool:
+    """Whether every GEMM dimension is a multiple of 8 (16-byte rows for 16-bit operands): the
+    libraries' fast paths need it, so an entry at an odd shape (4097^3, where cuBLAS pads and runs
+    at half speed) speaks only for odd calls, and an aligned entry for aligned ones."""
+    return all(d % 8 == 0 for d in shape[:3])
+
+
+def _counted(c: dict, lowered: dict) -> str:
+    """A candidate's figure as the ranking counted it: lowered ones with what was measured."""
+    if id(c) in lowered:
+        return f"{lowered[id(c)][0]:.1f} (measured {c['figure']:.1f})"
+    return f"{c['figure']:.1f}"
+
+
+def refit(ranked: list[dict], measured: tuple, dims: tuple, fill) -> tuple[list[dict], dict]:
+    """The candidates of an entry measured at `measured`, for a call at `dims`: a kernel whose
+    tile rounds fill less of the GPU at dims than at the measured shape (`fill(impl, params,
+    shape)`, None where not modelled) has its figure lowered in that ratio, never raised, and the
+    ranking is sorted again. The library is left as measured: it picks its tiles per shape (cuBLAS
+    at 4096x4224x4096 took 1.2% longer than at 4096^3 for 3.1% more work, where rung 5's rounds
+    went from 4 to 5 and it took 12% longer). Returns (ranking, {id(candidate): (figure, fill
+    here, fill there)} for the lowered ones)."""
+    if fill is None or tuple(measured) == tuple(dims):
+        return ranked, {}
+    lowered = {}
+    for c in ranked:
+        here, there = fill(c["impl"], c.get("params") or {}, tuple(dims)), fill(c["impl"], c.get("params") or {}, tuple(measured))
+        if here is not None and there and here < there:
+            lowered[id(c)] = (c["figure"] * here / there, here, there)
+    if not lowered:
+        return ranked, {}
+    figure = {id(c): lowered.get(id(c), (c["figure"],))[0] for c in ranked}
+    return sorted(ranked, key=lambda c: -figure[id(c)]), lowered
+
+
 def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
-           accepts=lambda impl: "", out_dtype: str = "fp32") -> Choice:
+           accepts=lambda impl: "", out_dtype: str = "fp32", fill=None) -> Choice:
     """The implementation for `op` at `dims` (M, N, K[, batch] or (n,)) in `dtype` on this GPU,
     writing a C of `out_dtype`: the nearest entry measured with that C or with an fp32 C, that C's
     at equal distance (Choice.out_dtype says which decided).
 
-    `accepts(impl_name)` returns why an implementation cannot run the problem ("" when it can).
+    `accepts(impl_name)` returns why an implementation cannot run the problem ("" when it can);
+    `fill(impl_name, params, shape)` how much of the GPU its rounds fill at a shape (refit).
     """
     table, where = _table_for(gpu, arch)
     entries = [e for e in (table or {}).get("entries", []) if e["op"] == op and e["dtype"] == dtype]
     entries = [e for e in entries if entry_out(e) in (out_dtype, "fp32")]
+    entries = [e for e in entries if aligned(e["shape"]) == aligned(dims)] or entries
     if entries:
         entry = min(entries, key=lambda e: (_distance(e["shape"], dims), entry_out(e) != out_dtype, e["shape"]))
         shape = "x".join(map(str, entry["shape"]))
         measured_out = entry_out(entry)
         c_text = f" C {measured_out}" if measured_out != "fp32" else ""
-        ranked = _prefer_prepared(entry["candidates"])
+        ranked, lowered = refit(_prefer_prepared(entry["candidates"]), entry["shape"], dims, fill)
         evidence = tuple((c["impl"], c["figure"]) for c in ranked)
         refused = []
         for c in ranked:
@@ -117,15 +154,21 @@ def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
                 refused.append(f"{c['impl']}: {why}")
                 continue
             lead = "fastest" if not refused else "fastest that accepts this problem"
-            if c is not entry["candidates"][0] and not refused:
-                lead = (f"within {SLOW_HOST_MARGIN:.0%} of {entry['candidates'][0]['impl']} (whose call costs far more "
+            first = entry["candidates"][0]
+            if c is not first and not refused and first["impl"] in SLOW_HOST and id(first) not in lowered:
+                lead = (f"within {SLOW_HOST_MARGIN:.0%} of {first['impl']} (whose call costs far more "
                         "host time) and a prepared launch")
             unit = "GB/s" if op == "reduce" else "TFLOP/s"
             reason = (f"{lead} at {shape} ({'this shape' if tuple(entry['shape']) == tuple(dims) else 'the nearest measured shape'}),"
                       f" {where}: {c['impl']} {c['figure']:.1f} {unit}")
             if len(ranked) > 1:
-                others = [f"{o['impl']} {o['figure']:.1f}" for o in ranked if o is not c][:3]
+                others = [f"{o['impl']} {_counted(o, lowered)}" for o in ranked if o is not c][:3]
                 reason += f" (then {', '.join(others)})"
+            passed = [o for o in ranked if id(o) in lowered and o["figure"] > c["figure"]]
+            if passed:
+                here, there = lowered[id(passed[0])][1:]
+                reason += (f"; tile rounds counted at this shape: {passed[0]['impl']}'s fill {here:.0%} of the GPU here "
+                           f"and {there:.0%} at {shape}, so its measured figures count {here / there:.0%}")
             if refused:
                 reason += f"; skipped {'; '.join(refused)}"
             return Choice(c["impl"], dict(c.get("params") or {}), reason, evidence,

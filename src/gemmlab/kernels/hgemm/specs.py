@@ -347,6 +347,22 @@ def persistent_clusters(p: GemmProblem, v, slots: int) -> int:
     return clusters
 
 
+def persistent_round_fill(p: GemmProblem, v) -> float:
+    """The share of a persistent launch's rounds that does work: cluster tiles' worth of C (a
+    partial tile counts for its part) over the rounds of whole cluster tiles times the cluster
+    slots. 4096^3 in 128x256 tiles, 2x1 clusters: 256 tiles in 4 rounds of 66, 0.97; 4096x4224x4096:
+    264 tiles' worth in 5 rounds (272 tiles), 0.80. Rounds, not the tail split: the split's short
+    slices do not buy back what they should (4096x4224x4096 ran 12% longer than 4096^3, not 3%:
+    results/h200-rung5-4096-tune-skew-session19.md). Uniform split-K counts its slices as units."""
+    rows, cols = cta_tile(v, tf32_rs(p.dtype == "tf32", v))
+    tile_elems = rows * v["CM"] * cols * v.get("CN", 1)
+    tiles, slots = cluster_tiles(p, v), cluster_slots(cluster_size(v))
+    whole, splits = persistent_schedule(p, v)
+    units = tiles * splits if whole == 0 else tiles
+    rounds = cdiv(units, slots) / (splits if whole == 0 else 1)
+    return (p.M * p.N / tile_elems) / (rounds * slots)
+
+
 def persistent_launch(p: GemmProblem, v) -> Launch:
     """One CTA per SM (in clusters of CM x CN, one-dimensional: rank = rm + CM * rn), as many
     clusters as persistent_clusters gives for the GPU's cluster slots."""
@@ -551,7 +567,8 @@ PERSISTENT = KernelSpec(
     + _persistent_constraints() + _consumer_constraints(),
     threads=persistent_threads, smem_bytes=persistent_static_smem,
     block_tile=lambda v: (tile_rows(v), v["BN"]),
-    geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn", "out16"),
+    geometry=persistent_launch, workspace=persistent_workspace, round_fill=persistent_round_fill,
+    arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn", "out16"),
 )
 
 TF32_WGMMA = KernelSpec(
@@ -571,7 +588,8 @@ TF32_WGMMA = KernelSpec(
     + _persistent_constraints(),
     threads=persistent_threads, smem_bytes=persistent_static_smem,
     block_tile=lambda v: cta_tile(v, tf32_rs(True, v)),
-    geometry=persistent_launch, workspace=persistent_workspace, arch="sm_90a", dtypes=("tf32",),
+    geometry=persistent_launch, workspace=persistent_workspace, round_fill=persistent_round_fill,
+    arch="sm_90a", dtypes=("tf32",),
     tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn"),
 )
 
