@@ -195,7 +195,7 @@ def test_custom_ops_eager_and_compiled():
 
 THREAD_SCRIPT = r"""
 import threading, sys
-import torch, gemmlab
+import cupy, torch, gemmlab
 N = 16
 barrier = threading.Barrier(N)
 errors = []
@@ -208,14 +208,29 @@ def work(i):
             a = torch.rand(m, k, device="cuda", generator=g) - 0.5
             b = torch.rand(k, n, device="cuda", generator=g) - 0.5
             x = torch.rand(1000 + i, device="cuda", generator=g)
-            barrier.wait()
+        s.synchronize()
+        cs = cupy.cuda.Stream(non_blocking=True)  # the same operands as CuPy arrays, on a CuPy stream
+        with cs:
+            ca, cb, cx = (cupy.asarray(v.cpu().numpy()) for v in (a, b, x))
+        cs.synchronize()
+        barrier.wait()
+        with torch.cuda.stream(s):
             c = gemmlab.sgemm(a, b, impl=None if i % 2 else "async_pipeline")
             h = gemmlab.hgemm(a.half(), b.half())
             t = gemmlab.reduce_sum(x)
             p = gemmlab.Matmul(a, b).execute()
+        with cs:  # CuPy's hot path, first used here by 16 threads at once
+            cc = gemmlab.sgemm(ca, cb, impl="async_pipeline" if i % 2 else None)
+            ch = gemmlab.hgemm(ca.astype(cupy.float16), cb.astype(cupy.float16))
+            ct = gemmlab.reduce_sum(cx)
         s.synchronize()
+        cs.synchronize()
         ref = a.double() @ b.double()
-        for name, got, tol in (("sgemm", c, 1e-5), ("plan", p, 1e-5), ("hgemm", h, 2e-3)):
+        if not abs(float(ct) - float(x.double().sum())) <= 1e-3:
+            errors.append(f"thread {i} reduce_sum (CuPy): {float(ct)} vs {float(x.double().sum())}")
+        cc, ch = (torch.as_tensor(cupy.asnumpy(v), device="cuda") for v in (cc, ch))
+        for name, got, tol in (("sgemm", c, 1e-5), ("plan", p, 1e-5), ("hgemm", h, 2e-3),
+                               ("sgemm (CuPy)", cc, 1e-5), ("hgemm (CuPy)", ch, 2e-3)):
             err = float(torch.linalg.norm(got.double() - ref) / torch.linalg.norm(ref))
             if not err <= tol:  # a NaN (a race's unwritten output) fails too: NaN > tol is False
                 errors.append(f"thread {i} {name}: relative error {err:.2e}")
@@ -233,7 +248,8 @@ sys.exit(1 if errors else 0)
 
 def test_first_use_from_16_threads_in_fresh_processes():
     """Each repetition is a new interpreter, so the first use (imports, registry, device, context,
-    compiled kernels, cuBLAS handles) really happens in 16 threads at once."""
+    compiled kernels, cuBLAS handles, the torch and CuPy hot paths) really happens in 16 threads
+    at once."""
     repeats = int(os.environ.get("GEMMLAB_THREAD_REPEATS", "3"))
     env = {**os.environ, "PYTHONPATH": str(Path(gemmlab.__file__).parents[1])}
     for r in range(repeats):
