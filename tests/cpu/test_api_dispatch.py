@@ -248,7 +248,7 @@ def test_rung_15_is_dispatched_only_where_tensor_maps_describe_the_rows(monkeypa
     odd_problem = GemmProblem(1024, 1024, 1022, 1.0, 0.0)
     odd, _, _ = core.choose("sgemm", odd_problem, (1024, 1024, 1022), None, None, gpu, "sm_90")
     assert odd.impl != "tma_ffma" and "1023x1025x1027" in odd.source
-    monkeypatch.setattr(dispatch, "aligned", lambda shape: True)  # no alignment classes: the 1024^3 entry
+    monkeypatch.setattr(dispatch, "aligned", lambda op, dtype, shape: True)  # no alignment classes: the 1024^3 entry
     odd, _, _ = core.choose("sgemm", odd_problem, (1024, 1024, 1022), None, None, gpu, "sm_90")
     assert odd.impl != "tma_ffma" and "skipped tma_ffma: K and N must be multiples of 4" in odd.reason
 
@@ -273,10 +273,11 @@ def test_refit_lowers_a_kernel_whose_rounds_fill_less_at_the_call_and_never_rais
     assert at.impl == "persistent" and "tile rounds" not in at.reason  # the measured shape: as measured
     off = dispatch.choose("hgemm", "bf16", (4096, 4224, 4096), "G", "sm_90", fill=fill)
     assert off.impl == "cublas"
-    assert "persistent's fill 80% of the GPU here and 97% at 4096x4096x4096" in off.reason
+    assert ("persistent measured 749.1 counts 617.8, its rounds filling 80% of the GPU here and 97% at "
+            "4096x4096x4096") in off.reason
     assert "persistent 617.8 (measured 749.1)" in off.reason
     better = dispatch.choose("hgemm", "bf16", (8192, 8448, 8192), "G", "sm_90", fill=fill)
-    assert better.impl == "persistent" and "measured" in better.reason and "counted" not in better.reason
+    assert better.impl == "persistent" and "(measured" not in better.reason and "counts" not in better.reason
     assert dispatch.choose("hgemm", "bf16", (4096, 4224, 4096), "G", "sm_90").impl == "persistent"  # no model
 
 
@@ -292,10 +293,15 @@ def test_odd_entries_speak_for_odd_calls_and_aligned_for_aligned(monkeypatch):
     monkeypatch.setattr(dispatch, "_tables", _table(
         _entry((4096, 4096, 4096), ("cublas", 780.0, {}), ("persistent", 773.0, {})),
         _entry((4097, 4097, 4097), ("persistent", 278.0, {}), ("cublas", 133.0, {}))))
-    assert dispatch.aligned((4224, 4224, 4224)) and not dispatch.aligned((4097, 4096, 4096))
-    assert dispatch.choose("hgemm", "bf16", (4224, 4224, 4224), "G", "sm_90").impl == "cublas"
-    assert dispatch.choose("hgemm", "bf16", (4100, 4101, 4100), "G", "sm_90").impl == "persistent"
-    assert dispatch.choose("hgemm", "bf16", (4095, 4096, 4096), "G", "sm_90").source.endswith("4097x4097x4097")
+    assert dispatch.aligned("hgemm", "bf16", (4224, 4224, 4224)) and not dispatch.aligned("hgemm", "bf16", (4096, 4097, 4096))
+    assert dispatch.aligned("hgemm", "bf16", (4097, 4096, 4096))  # M is no row length of A, B or C
+    assert dispatch.aligned("sgemm", "fp32", (64, 68, 4)) and not dispatch.aligned("hgemm", "fp16", (64, 68, 8))
+    assert dispatch.aligned("reduce", "fp32", (4097,))  # sums have no classes
+    aligned_call = dispatch.choose("hgemm", "bf16", (4224, 4224, 4224), "G", "sm_90")
+    assert aligned_call.impl == "cublas" and "whose rows are whole 16-byte units" in aligned_call.reason
+    odd_call = dispatch.choose("hgemm", "bf16", (4100, 4101, 4100), "G", "sm_90")
+    assert odd_call.impl == "persistent" and "4097x4097x4097 (the nearest measured shape)" in odd_call.reason
+    assert dispatch.choose("hgemm", "bf16", (4095, 4096, 4096), "G", "sm_90").source.endswith("4096x4096x4096")
 
 
 def test_round_fill_of_the_persistent_rung():

@@ -7,6 +7,7 @@ import pytest
 
 import gemmlab
 from gemmlab.api import calls
+from gemmlab.errors import BadArgumentError
 
 cp = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
@@ -101,3 +102,26 @@ def test_cupy_arrays_the_hot_path_passes_on_still_work():
     B = rng.uniform(-1, 1, (48, 40), dtype=cp.float32)
     assert _rel(gemmlab.sgemm(A, B), _ref(A, B)) < 1e-5
     assert gemmlab.sgemm(A[:0], B).shape == (0, 40)
+
+
+def test_what_the_cupy_hot_path_passes_on_is_refused_in_one_line():
+    """The hot path returns NotImplemented for these; the general path then refuses each with
+    its one-line BadArgumentError, as before the hot path existed."""
+    rng = cp.random.default_rng(7)
+    A16 = rng.uniform(-1, 1, (64, 32), dtype=cp.float32).astype(cp.float16)
+    B16 = rng.uniform(-1, 1, (32, 48), dtype=cp.float32).astype(cp.float16)
+    A32, B32 = A16.astype(cp.float32), B16.astype(cp.float32)
+    cases = [
+        (lambda: gemmlab.hgemm(A16, B16, beta=0.5), "beta != 0 needs C"),
+        (lambda: gemmlab.hgemm(A16, B16, out_dtype="bf16"), "CuPy has no bfloat16"),
+        (lambda: gemmlab.hgemm(A32, B32, out_dtype="fp16"), "a float16 C with tf32 inputs"),
+        (lambda: gemmlab.hgemm(A16, B16, cp.zeros((64, 48), cp.float32), out_dtype="fp16"), "C is float32"),
+        (lambda: gemmlab.hgemm(A16, B16, cp.zeros((64, 47), cp.float16)), "C is 64x47"),
+        (lambda: gemmlab.sgemm(A32, B32[:31]), "inner dimensions differ"),
+        (lambda: gemmlab.sgemm(A16, B16), "dtype float16"),
+        (lambda: gemmlab.hgemm(A16, B32), "both must have one dtype"),
+        (lambda: gemmlab.sgemm(A32.reshape(4, 16, 32), B32), "must be 2-D"),
+    ]
+    for call, text in cases:
+        with pytest.raises(BadArgumentError, match=text):
+            call()

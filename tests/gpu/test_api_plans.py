@@ -195,7 +195,7 @@ def test_custom_ops_eager_and_compiled():
 
 THREAD_SCRIPT = r"""
 import threading, sys
-import cupy, torch, gemmlab
+import torch, gemmlab
 N = 16
 barrier = threading.Barrier(N)
 errors = []
@@ -208,18 +208,21 @@ def work(i):
             a = torch.rand(m, k, device="cuda", generator=g) - 0.5
             b = torch.rand(k, n, device="cuda", generator=g) - 0.5
             x = torch.rand(1000 + i, device="cuda", generator=g)
-        s.synchronize()
-        cs = cupy.cuda.Stream(non_blocking=True)  # the same operands as CuPy arrays, on a CuPy stream
-        with cs:
-            ca, cb, cx = (cupy.asarray(v.cpu().numpy()) for v in (a, b, x))
-        cs.synchronize()
-        barrier.wait()
-        with torch.cuda.stream(s):
+            barrier.wait(timeout=120)  # a thread that failed before it breaks the barrier, not hangs it
             c = gemmlab.sgemm(a, b, impl=None if i % 2 else "async_pipeline")
             h = gemmlab.hgemm(a.half(), b.half())
             t = gemmlab.reduce_sum(x)
             p = gemmlab.Matmul(a, b).execute()
-        with cs:  # CuPy's hot path, first used here by 16 threads at once
+        s.synchronize()
+        # CuPy was first imported by gemmlab's set-up above (under its lock), not by this script.
+        # The same operands as CuPy arrays, on a CuPy stream; then the 16 threads call at once.
+        import cupy
+        cs = cupy.cuda.Stream(non_blocking=True)
+        with cs:
+            ca, cb, cx = (cupy.asarray(v.cpu().numpy()) for v in (a, b, x))
+        cs.synchronize()
+        barrier.wait(timeout=120)
+        with cs:  # CuPy's hot path (its lazy set-up may have run already where a torch call went the general way)
             cc = gemmlab.sgemm(ca, cb, impl="async_pipeline" if i % 2 else None)
             ch = gemmlab.hgemm(ca.astype(cupy.float16), cb.astype(cupy.float16))
             ct = gemmlab.reduce_sum(cx)

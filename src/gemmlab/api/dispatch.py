@@ -41,7 +41,8 @@ class Choice:
     impl: str
     params: dict = field(default_factory=dict)
     reason: str = ""
-    evidence: tuple = ()  # ((impl, TFLOP/s or GB/s), ...) at the measured shape, fastest first
+    evidence: tuple = ()  # ((impl, TFLOP/s or GB/s as measured), ...) at the measured shape, in the
+    #                       order the choice ranked them (fastest first, after refit and _prefer_prepared)
     source: str = ""  # which table and shape decided
     skipped: tuple = ()  # "impl: why" of each faster candidate that refused the problem
     out_dtype: str = "fp32"  # the C the deciding entry was measured with
@@ -92,11 +93,19 @@ def entry_out(entry: dict) -> str:
     return entry.get("out_dtype", "fp32")
 
 
-def aligned(shape) -> bool:
-    """Whether every GEMM dimension is a multiple of 8 (16-byte rows for 16-bit operands): the
-    libraries' fast paths need it, so an entry at an odd shape (4097^3, where cuBLAS pads and runs
-    at half speed) speaks only for odd calls, and an aligned entry for aligned ones."""
-    return all(d % 8 == 0 for d in shape[:3])
+ELEMENT_BYTES = {"fp16": 2, "bf16": 2}  # the rest (fp32, tf32) 4
+
+
+def aligned(op: str, dtype: str, shape) -> bool:
+    """Whether a GEMM's rows are whole 16-byte units: N and K (the row lengths of a row-major A,
+    B and C) multiples of 16 bytes' worth of elements. The libraries' fast paths need it, so an
+    entry at an odd shape (4097^3, where cuBLAS pads and runs at half speed) speaks only for calls
+    with odd rows, and an aligned entry for aligned ones. M is no row length here: 4095x4096x4096
+    ran cuBLAS at 730 TFLOP/s, as 4096^3 does. Sums have no such classes (always True)."""
+    if op == "reduce" or len(shape) < 3:
+        return True
+    unit = 16 // ELEMENT_BYTES.get(dtype, 4)
+    return shape[1] % unit == 0 and shape[2] % unit == 0
 
 
 def _counted(c: dict, lowered: dict) -> str:
@@ -104,6 +113,9 @@ def _counted(c: dict, lowered: dict) -> str:
     if id(c) in lowered:
         return f"{lowered[id(c)][0]:.1f} (measured {c['figure']:.1f})"
     return f"{c['figure']:.1f}"
+
+
+REFIT_TOLERANCE = 0.002  # a fill within 0.2% of the measured shape's is the same (16383 rows against 16384)
 
 
 def refit(ranked: list[dict], measured: tuple, dims: tuple, fill) -> tuple[list[dict], dict]:
@@ -119,7 +131,7 @@ def refit(ranked: list[dict], measured: tuple, dims: tuple, fill) -> tuple[list[
     lowered = {}
     for c in ranked:
         here, there = fill(c["impl"], c.get("params") or {}, tuple(dims)), fill(c["impl"], c.get("params") or {}, tuple(measured))
-        if here is not None and there and here < there:
+        if here is not None and there and here < there * (1 - REFIT_TOLERANCE):
             lowered[id(c)] = (c["figure"] * here / there, here, there)
     if not lowered:
         return ranked, {}
@@ -139,13 +151,20 @@ def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
     table, where = _table_for(gpu, arch)
     entries = [e for e in (table or {}).get("entries", []) if e["op"] == op and e["dtype"] == dtype]
     entries = [e for e in entries if entry_out(e) in (out_dtype, "fp32")]
-    entries = [e for e in entries if aligned(e["shape"]) == aligned(dims)] or entries
+    nearest = lambda pool: min(pool, key=lambda e: (_distance(e["shape"], dims), entry_out(e) != out_dtype,  # noqa: E731
+                                                     e["shape"]))
+    alike = [e for e in entries if aligned(op, dtype, e["shape"]) == aligned(op, dtype, dims)]
     if entries:
-        entry = min(entries, key=lambda e: (_distance(e["shape"], dims), entry_out(e) != out_dtype, e["shape"]))
+        entry = nearest(alike or entries)
+        where_shape = "this shape" if tuple(entry["shape"]) == tuple(dims) else "the nearest measured shape"
+        if alike and entry is not nearest(entries):  # the alignment class passed over a nearer entry
+            where_shape += (" whose rows are whole 16-byte units, as this call's are" if aligned(op, dtype, dims)
+                            else " whose rows are not whole 16-byte units, as this call's are not")
         shape = "x".join(map(str, entry["shape"]))
         measured_out = entry_out(entry)
         c_text = f" C {measured_out}" if measured_out != "fp32" else ""
-        ranked, lowered = refit(_prefer_prepared(entry["candidates"]), entry["shape"], dims, fill)
+        ranked, lowered = refit(entry["candidates"], entry["shape"], dims, fill)
+        ranked = _prefer_prepared(ranked)
         evidence = tuple((c["impl"], c["figure"]) for c in ranked)
         refused = []
         for c in ranked:
@@ -159,16 +178,17 @@ def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
                 lead = (f"within {SLOW_HOST_MARGIN:.0%} of {first['impl']} (whose call costs far more "
                         "host time) and a prepared launch")
             unit = "GB/s" if op == "reduce" else "TFLOP/s"
-            reason = (f"{lead} at {shape} ({'this shape' if tuple(entry['shape']) == tuple(dims) else 'the nearest measured shape'}),"
-                      f" {where}: {c['impl']} {c['figure']:.1f} {unit}")
+            reason = (f"{lead} at {shape} ({where_shape}), {where}: {c['impl']} {_counted(c, lowered)} {unit}")
             if len(ranked) > 1:
                 others = [f"{o['impl']} {_counted(o, lowered)}" for o in ranked if o is not c][:3]
                 reason += f" (then {', '.join(others)})"
-            passed = [o for o in ranked if id(o) in lowered and o["figure"] > c["figure"]]
+            # the candidates measured faster than the choice that the tile rounds put behind it
+            passed = [o for o in ranked[ranked.index(c) + 1:] if id(o) in lowered and o["figure"] > c["figure"]]
             if passed:
                 here, there = lowered[id(passed[0])][1:]
-                reason += (f"; tile rounds counted at this shape: {passed[0]['impl']}'s fill {here:.0%} of the GPU here "
-                           f"and {there:.0%} at {shape}, so its measured figures count {here / there:.0%}")
+                reason += (f"; tile rounds counted at this shape: {passed[0]['impl']} measured {passed[0]['figure']:.1f}"
+                           f" counts {lowered[id(passed[0])][0]:.1f}, its rounds filling {here:.0%} of the GPU here and"
+                           f" {there:.0%} at {shape}")
             if refused:
                 reason += f"; skipped {'; '.join(refused)}"
             return Choice(c["impl"], dict(c.get("params") or {}), reason, evidence,
