@@ -34,8 +34,7 @@ def _cupy_setup() -> None:
     # _c_contiguous / _f_contiguous: the flags CuPy keeps on every array (x.flags builds an object)
     nd = cupy.ndarray if hasattr(cupy.ndarray, "_c_contiguous") and hasattr(cupy.ndarray, "_f_contiguous") else None
     _cupy.update(ndarray=nd, f32=f32, stream=cupy.cuda.get_current_stream,
-                 dtypes={"sgemm": {f32: "fp32"}, "hgemm": {f32: "tf32", f16: "fp16"}},
-                 c_dtypes={"fp32": f32, "fp16": f16})
+                 dtypes={"sgemm": {f32: "fp32"}, "hgemm": {f32: "tf32", f16: "fp16"}})
 
 
 def _transposed(x) -> bool | None:
