@@ -10,6 +10,11 @@ from gemmlab.cuda.graph_replay import KEPT, GraphReplay
 class FakeDriver:
     def __init__(self, fail: str = ""):
         self.fail, self.capturing, self.launched, self.destroyed, self.next = fail, 0, [], [], 100
+        self.mode, self.modes_at_instantiate = 0, []  # this thread's capture mode (0: global)
+
+    def cuThreadExchangeStreamCaptureMode(self, ref):
+        ref._obj.value, self.mode = self.mode, ref._obj.value
+        return 0
 
     def _ret(self, name):
         return 1 if self.fail == name else 0
@@ -34,6 +39,7 @@ class FakeDriver:
         return self._ret("end")
 
     def cuGraphInstantiateWithFlags(self, ref, graph, flags):
+        self.modes_at_instantiate.append(self.mode)
         self.next += 1
         ref._obj.value = self.next
         return self._ret("instantiate")
@@ -83,6 +89,8 @@ def test_a_repeat_is_captured_once_on_the_private_stream_then_replayed(fake):
     g(1.0, 1, 2, 0.0, 3, 43)
     assert len(rec.calls) == 2 and drv.launched[-1] == (101, 43) and g.replays == 2
     assert g.workspace_bytes == 4096  # the wrapped call's attributes show through
+    # instantiated in relaxed mode (another stream's global capture must not fail), then restored
+    assert drv.modes_at_instantiate == [2] and drv.mode == 0
 
 
 @pytest.mark.parametrize("changed", [(2.0, 1, 2, 0.0, 3), (1.0, 9, 2, 0.0, 3), (1.0, 1, 9, 0.0, 3),

@@ -1,7 +1,10 @@
 """Executors: one implementation bound to one problem shape, ready to run on new pointers.
 
 An executor is built once per (implementation, shape, dtype, stream) and then costs, per call,
-the argument slots that changed and one driver call per launch (cuda/launcher.py):
+the argument slots that changed and one graph launch: gemmlab's kernels run their launches as
+one CUDA graph per stream whose arguments are copied in when they change (cuda/launch_graph.py;
+1.5-2.5 us less host time than launching each kernel, session 21), directly under a user's
+stream capture:
 - KernelGemm: sgemm, bgemm and the non-TMA hgemm rungs (with the split-K reduction launch and
   its own workspace where the kernel has one);
 - TmaGemm (api/tma_executors.py): the TMA hgemm rungs on shapes whose rows are 16-byte multiples
@@ -24,6 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..cuda.graph_replay import GraphReplay
+from ..cuda.launch_graph import LaunchGraph
 from ..errors import BadArgumentError, LaunchError, NoGPUError
 from .launches import FastGemm, prepared, zeroed_workspace
 from .operands import Operand, cupy_view
@@ -91,8 +95,8 @@ class KernelGemm(FastGemm):
                     self.reduce.set(i, v)
                 self.reduce.set(4, self.workspace.data.ptr)
                 self._reduce_slots = [self.reduce.slots[i] for i in (3, 5, 6)]
-                # two launches a call (the slices, then their sum): repeats replay both as one graph
-                self._replay = GraphReplay(self._launch)
+        # one graph of the call's launches (the slices, then their sum, where split-K runs)
+        self.graph = LaunchGraph((self.main,) if self.reduce is None else (self.main, self.reduce))
 
     def _encode_maps(self, a: int, b: int) -> None:
         """Rung 15's maps over A and B where they fit (flag 1), re-encoded only for a new pointer;
@@ -114,24 +118,15 @@ class KernelGemm(FastGemm):
             self._mapped[1] = b
         self._flag.value = 1
 
-    _replay = None  # a GraphReplay of _launch where a call makes two launches
-
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
-        if self._replay is not None:
-            self._replay(alpha, a, b, beta, c, stream)
-        else:
-            self._launch(alpha, a, b, beta, c, stream)
-
-    def _launch(self, alpha: float, a: int, b: int, beta: float, c: int, stream: int) -> None:
         s_alpha, s_a, s_b, s_beta, s_c = self._slots
         s_alpha.value, s_a.value, s_b.value, s_beta.value, s_c.value = alpha, a, b, beta, c
         if self.maps:
             self._encode_maps(a, b)
-        self.main.launch(stream)
         if self.reduce is not None:
             r_alpha, r_beta, r_c = self._reduce_slots
             r_alpha.value, r_beta.value, r_c.value = alpha, beta, c
-            self.reduce.launch(stream)
+        self.graph.launch(stream, (a, b, c, alpha, beta))
 
 
 class LayoutNotSupported(Exception):
@@ -250,12 +245,12 @@ class KernelReduce:
                 self.launches.append(p)
         self._src = self.launches[0].slots[0]
         self._dst = self.launches[-1].slots[2]
+        self.graph = LaunchGraph(self.launches)
 
     def run(self, x: int, out: int, stream: int) -> None:
         self._src.value = x
         self._dst.value = out
-        for launch in self.launches:
-            launch.launch(stream)
+        self.graph.launch(stream, (x, out))
 
     def run_operands(self, x: Operand, out: Operand, stream: int) -> None:
         self.run(x.ptr, out.ptr, stream)

@@ -1,5 +1,6 @@
 """The API's executor for the TMA hgemm rungs (3-6): tensor maps over the caller's own arrays,
-encoded again only when a pointer changes, and one prepared launch per call.
+encoded again only when a pointer changes, and one prepared launch per call, made through a
+one-node CUDA graph (cuda/launch_graph.py).
 
 Layouts. A B given as its transpose (an NxK array: x @ W.T, torch's transposed view of a
 contiguous weight) is read in place by the rungs tagged "layout_nt" (rung 5 built with
@@ -13,6 +14,7 @@ says why).
 """
 from __future__ import annotations
 
+from ..cuda.launch_graph import LaunchGraph
 from .launches import FastGemm, prepared, zeroed_workspace
 from .operands import ITEMSIZE
 
@@ -104,6 +106,7 @@ class TmaGemm(FastGemm):
                 self.launch.set(first + 8 + i, x)
         self._alpha, self._beta, self._c = (self.launch.slots[first + i] for i in (3, 4, 5))
         self._ptrs = [None, None, None]
+        self.graph = LaunchGraph((self.launch,))
 
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         item = self.item
@@ -124,4 +127,4 @@ class TmaGemm(FastGemm):
             self.launch.tmap(2).encode(self.out, c, self.M, self.N, self.N * ITEMSIZE[self.out], self.boxes["C"])
             ptrs[2] = c
         self._alpha.value, self._beta.value, self._c.value = alpha, beta, c
-        self.launch.launch(stream)
+        self.graph.launch(stream, (a, b, c, alpha, beta))

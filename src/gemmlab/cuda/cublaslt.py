@@ -31,11 +31,11 @@ import ctypes
 import sys
 import threading
 import weakref
-from contextlib import contextmanager
 from typing import NamedTuple
 
 from ..errors import LaunchError
 from .cublas import WORKSPACE_BYTES, load_library
+from .launcher import relaxed_capture
 
 # library_types.h: cudaDataType_t
 CUDA_R_32F = 0
@@ -212,24 +212,6 @@ def handle() -> ctypes.c_void_p:
             check(library().cublasLtCreate(ctypes.byref(h)), "cublasLtCreate")
         _thread.handle = h
     return h
-
-
-@contextmanager
-def relaxed_capture():
-    """This thread in relaxed stream-capture mode for the block, then back to its own mode: while
-    any stream captures (torch.cuda.graph's default mode is global), cuMemAlloc and the library's
-    own set-up calls are refused and would invalidate the capture. What is built here is memory
-    and descriptors the GEMM keeps, not work a graph would replay, so allowing them is sound."""
-    from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver
-
-    lib = driver()
-    mode = ctypes.c_int(CU_STREAM_CAPTURE_MODE_RELAXED)
-    swapped = lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
-    try:
-        yield
-    finally:
-        if swapped:
-            lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
 
 
 # -- one prepared GEMM ------------------------------------------------------------------------

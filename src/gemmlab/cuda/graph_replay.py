@@ -26,7 +26,7 @@ from collections import OrderedDict
 from typing import Callable
 
 from ..errors import LaunchError
-from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver, error_name, raw_driver
+from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver, error_name, raw_driver, relaxed_capture
 
 CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_STATUS_NONE = 0
@@ -65,6 +65,7 @@ class GraphReplay:
         self._status = ctypes.c_int()
         self._status_ref = ctypes.byref(self._status)
         self._stream = ctypes.c_void_p()
+        self._hot = None  # the graph launched last (most recently used already)
 
     def _bind(self) -> None:
         raw = raw_driver()
@@ -79,17 +80,20 @@ class GraphReplay:
 
     def __call__(self, alpha: float, a: int, b: int, beta: float, c: int, stream: int) -> None:
         key = (a, b, c, alpha, beta)
-        if self.enabled:
+        exe = self._execs.get(key)
+        if (exe is not None or key == self._last) and self.enabled:
             if self._launch is None:
                 self._bind()
-            self._stream.value = stream
-            if self._is_capturing(self._stream, self._status_ref) == 0 and self._status.value == 0:
-                exe = self._execs.get(key)
-                if exe is None and key == self._last:
+            st = self._stream
+            st.value = stream
+            if self._is_capturing(st, self._status_ref) == 0 and self._status.value == 0:
+                if exe is None:
                     exe = self._capture(alpha, a, b, beta, c)
                 if exe is not None:
-                    self._execs.move_to_end(key)
-                    err = self._launch(exe, self._stream)
+                    if exe is not self._hot:  # the common case, one argument set, skips the LRU update
+                        self._execs.move_to_end(key)
+                        self._hot = exe
+                    err = self._launch(exe, st)
                     if err:
                         raise LaunchError(f"cuGraphLaunch of a captured library call failed ({error_name(err)})")
                     self.replays += 1
@@ -99,7 +103,16 @@ class GraphReplay:
         self._last = key  # only a call that went through is worth capturing when it repeats
 
     def _capture(self, alpha: float, a: int, b: int, beta: float, c: int):
-        """The graph of one call with these arguments (kept), or None with replay turned off."""
+        """The graph of one call with these arguments (kept), or None with replay turned off. In
+        relaxed capture mode: another stream's capture in global mode (torch.cuda.graph's default)
+        would otherwise fail on the instantiation as an unsafe call."""
+        with relaxed_capture(self._libs[0]):
+            exe = self._capture_relaxed(alpha, a, b, beta, c)
+        if exe is not None:
+            self._hot = exe
+        return exe
+
+    def _capture_relaxed(self, alpha: float, a: int, b: int, beta: float, c: int):
         lib = self._libs[0]
         if not self._private:
             s = ctypes.c_void_p()

@@ -1,0 +1,175 @@
+"""An executor's kernel launches run as one CUDA graph whose arguments are updated in place.
+
+Why: on the device's driver (580, CUDA 13) launching a prepared kernel costs 3.8-5.8 us of host
+time (cuLaunchKernelEx / cuLaunchKernel through ctypes), launching a graph of the same kernel
+1.8-2.7 us, and copying new arguments into a node of an instantiated graph
+(cuGraphExecKernelNodeSetParams) 1.1 us (session 21, H200, `.scratch/s21_prims*.py`). A plan or
+a plain call that repeats its arguments - the same buffers, as plans and most loops do - pays the
+graph launch alone; one with new pointers pays the update and the launch, still less than a
+direct launch.
+
+How: the launches (PreparedLaunch objects, in order) are added to a graph as kernel nodes, each
+depending on the one before, with their cluster dimensions as node attributes. The graph is
+instantiated once per stream it runs on (a graph's launches are ordered behind each other, so
+two streams sharing one would be serialised). Each node reads its arguments from the launch's
+own slots: the caller writes the slots, then calls `launch(stream, key)` with a key naming what
+it wrote (pointers, scalars); a key unlike the last one launched on that stream copies the slots
+into every node first.
+
+The rules:
+- A stream that is being captured (torch.cuda.graph, CuPy's capture) gets the launches directly,
+  so the user's graph records kernels as it would without this.
+- A stream's graph is built and instantiated in relaxed capture mode: another stream's capture in
+  global mode (torch.cuda.graph's default) would otherwise count cuGraphInstantiate as an unsafe
+  call and fail. cuGraphLaunch itself cannot join a capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+  and the capture is lost: measured in session 21), hence the check on every call.
+- Any driver error while building or instantiating turns the graph off for this object for good
+  (`disabled_reason` says why): every call then launches directly, as before.
+"""
+from __future__ import annotations
+
+import ctypes
+import weakref
+from typing import Hashable, Sequence
+
+from ..errors import LaunchError
+from .launcher import (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, PreparedLaunch, driver, error_name, raw_driver,
+                       relaxed_capture)
+
+STREAMS_KEPT = 8  # instantiated graphs per object (one per stream); the oldest is dropped past it
+
+
+class KernelNodeParams(ctypes.Structure):
+    """CUDA_KERNEL_NODE_PARAMS_v2, as cuda.h lays it out (kern and ctx left null: func is used)."""
+
+    _fields_ = [("func", ctypes.c_void_p),
+                ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("kernelParams", ctypes.c_void_p), ("extra", ctypes.c_void_p),
+                ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p)]
+
+
+def _destroy(execs: dict, graph: list, libs: list) -> None:
+    if not libs:
+        return
+    lib = libs[0]
+    for exe, _, _ in execs.values():
+        lib.cuGraphExecDestroy(exe)
+    execs.clear()
+    if graph:
+        lib.cuGraphDestroy(graph.pop())
+
+
+class LaunchGraph:
+    """`launch(stream, key)`: the launches, through this object's graph where it can.
+
+    `graph_launches` counts the calls served by a graph, `updates` those that copied new arguments
+    into it first (the tests read both)."""
+
+    def __init__(self, launches: Sequence[PreparedLaunch]):
+        self.launches = tuple(launches)
+        self.enabled = True
+        self.disabled_reason = ""
+        self.graph_launches = 0
+        self.updates = 0
+        self._execs: dict[int, list] = {}  # stream -> [graph exec, key it last launched, stream handle]
+        self._graph: list = []  # the built graph (kept: instantiated again for each new stream)
+        self._nodes: list = []  # (node, its KernelNodeParams) in launch order
+        self._libs: list = []
+        self._finalizer = weakref.finalize(self, _destroy, self._execs, self._graph, self._libs)
+        self._finalizer.atexit = False  # the context may be gone at exit; the process frees all
+        self._launch = self._set = self._is_capturing = None
+        self._status = ctypes.c_int()
+        self._status_ref = ctypes.byref(self._status)
+
+    def launch(self, stream: int, key: Hashable) -> None:
+        entry = self._execs.get(stream)
+        if entry is None:
+            entry = self._first_on(stream)
+        if entry is not None:
+            exe, last, st = entry
+            if self._is_capturing(st, self._status_ref) == 0 and self._status.value == 0:
+                if last != key:
+                    for node, params in self._nodes:
+                        err = self._set(exe, node, params)
+                        if err:
+                            raise LaunchError(f"{self.launches[0].name}: updating a graph's arguments failed "
+                                              f"({error_name(err)})")
+                    entry[1] = key
+                    self.updates += 1
+                err = self._launch(exe, st)
+                if err:
+                    raise LaunchError(f"{self.launches[0].name}: cuGraphLaunch failed ({error_name(err)})")
+                self.graph_launches += 1
+                return
+        for launch in self.launches:
+            launch.launch(stream)
+
+    def _first_on(self, stream: int):
+        """The entry [exec, last key, stream] of a stream not seen yet, instantiated unless the
+        stream is being captured now (None then, and when the graph is off)."""
+        if not self.enabled:
+            return None
+        if self._launch is None:
+            self._bind()
+        st = ctypes.c_void_p(stream)
+        if self._is_capturing(st, self._status_ref) != 0 or self._status.value != 0:
+            return None
+        with relaxed_capture():  # another stream's capture (global mode) must not see this as unsafe
+            return self._instantiate(stream, st)
+
+    def _bind(self) -> None:
+        raw = raw_driver()
+        self._launch, self._set = raw.cuGraphLaunch, raw.cuGraphExecKernelNodeSetParams_v2
+        self._is_capturing = raw.cuStreamIsCapturing
+        self._libs.append(driver())
+
+    def _build(self) -> bool:
+        """The graph of the launches (once); False with the graph turned off."""
+        lib = self._libs[0]
+        graph = ctypes.c_void_p()
+        err = lib.cuGraphCreate(ctypes.byref(graph), 0)
+        if err:
+            return self._off(f"cuGraphCreate: {error_name(err)}") or False
+        self._graph.append(graph)
+        previous = None
+        for launch in self.launches:
+            func = ctypes.c_void_p()
+            # the module is loaded as a library: its CUkernel has a CUfunction in this context
+            if lib.cuKernelGetFunction(ctypes.byref(func), launch.kernel):
+                func = launch.kernel  # already a CUfunction
+            params = KernelNodeParams(func.value, *launch.grid, *launch.block, launch.shmem, launch.params_address)
+            node = ctypes.c_void_p()
+            deps, count = (ctypes.byref(previous), 1) if previous is not None else (None, 0)
+            err = lib.cuGraphAddKernelNode_v2(ctypes.byref(node), graph, deps, ctypes.c_size_t(count),
+                                              ctypes.byref(params))
+            if err:
+                return self._off(f"cuGraphAddKernelNode ({launch.name}): {error_name(err)}") or False
+            if launch.cluster != (1, 1, 1):
+                value = (ctypes.c_uint32 * 16)(*launch.cluster)
+                err = lib.cuGraphKernelNodeSetAttribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, ctypes.byref(value))
+                if err:
+                    return self._off(f"cluster dimensions on a graph node ({launch.name}): {error_name(err)}") or False
+            self._nodes.append((node, ctypes.byref(params)))  # the byref keeps the structure alive
+            previous = node
+        return True
+
+    def _instantiate(self, stream: int, st: ctypes.c_void_p):
+        """[exec, None, stream] for `stream` (kept), or None with the graph turned off."""
+        if not self._graph and not self._build():
+            return None
+        lib = self._libs[0]
+        exe = ctypes.c_void_p()
+        err = lib.cuGraphInstantiateWithFlags(ctypes.byref(exe), self._graph[0], ctypes.c_ulonglong(0))
+        if err:
+            return self._off(f"cuGraphInstantiate: {error_name(err)}")
+        if len(self._execs) >= STREAMS_KEPT:
+            oldest = next(iter(self._execs))
+            lib.cuGraphExecDestroy(self._execs.pop(oldest)[0])
+        entry = self._execs[stream] = [exe, None, st]  # None: no arguments copied in yet
+        return entry
+
+    def _off(self, why: str):
+        self.enabled = False
+        self.disabled_reason = why
+        return None

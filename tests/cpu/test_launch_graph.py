@@ -1,0 +1,175 @@
+"""LaunchGraph's rules (cuda/launch_graph.py) against a fake driver: the graph built once with its
+nodes in order and cluster dimensions, one instantiation per stream in relaxed capture mode,
+arguments copied in only when the key changes, direct launches under capture, and any failure
+while building turning the graph off without losing a call. The GPU half (real graphs, every
+result against fp64) is tests/gpu/test_launch_graph.py."""
+import ctypes
+
+import pytest
+
+from gemmlab.cuda import launch_graph, launcher
+from gemmlab.cuda.launch_graph import STREAMS_KEPT, LaunchGraph
+from gemmlab.errors import LaunchError
+
+
+class FakeDriver:
+    def __init__(self, fail: str = ""):
+        self.fail, self.capturing, self.mode, self.next = fail, set(), 0, 100
+        self.direct, self.launched, self.updated, self.destroyed = [], [], [], []
+        self.nodes, self.attrs, self.instantiated = [], [], []
+
+    def _new(self, ref):
+        self.next += 1
+        ref._obj.value = self.next
+        return self.next
+
+    def _ret(self, name):
+        return 1 if self.fail == name else 0
+
+    def cuLaunchKernelEx(self, cfg, kernel, params, extra):
+        self.direct.append((kernel.value, cfg._obj.hStream))
+        return 0
+
+    def cuStreamIsCapturing(self, stream, ref):
+        ref._obj.value = 1 if stream.value in self.capturing else 0
+        return 0
+
+    def cuThreadExchangeStreamCaptureMode(self, ref):
+        ref._obj.value, self.mode = self.mode, ref._obj.value
+        return 0
+
+    def cuGraphCreate(self, ref, flags):
+        self._new(ref)
+        return self._ret("create")
+
+    def cuKernelGetFunction(self, ref, kernel):
+        ref._obj.value = kernel.value + 1000  # the kernel's CUfunction in this context
+        return 0
+
+    def cuGraphAddKernelNode_v2(self, ref, graph, deps, count, params):
+        node = self._new(ref)
+        self.nodes.append((node, None if deps is None else deps._obj.value, count.value, params._obj.func))
+        return self._ret("add")
+
+    def cuGraphKernelNodeSetAttribute(self, node, attr, value):
+        self.attrs.append((node.value, attr, tuple(value._obj[:3])))
+        return self._ret("attr")
+
+    def cuGraphInstantiateWithFlags(self, ref, graph, flags):
+        self.instantiated.append((self._new(ref), self.mode))
+        return self._ret("instantiate")
+
+    def cuGraphExecKernelNodeSetParams_v2(self, exe, node, params):
+        self.updated.append((exe.value, node.value))
+        return self._ret("set")
+
+    def cuGraphLaunch(self, exe, stream):
+        self.launched.append((exe.value, stream.value))
+        return self._ret("launch")
+
+    def cuGraphExecDestroy(self, exe):
+        self.destroyed.append(exe.value)
+        return 0
+
+    def cuGraphDestroy(self, graph):
+        return 0
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def make(fail=""):
+        drv = FakeDriver(fail)
+        for module in (launch_graph, launcher):
+            monkeypatch.setattr(module, "driver", lambda: drv)
+            monkeypatch.setattr(module, "raw_driver", lambda: drv)
+        monkeypatch.setattr(launch_graph, "error_name", lambda err: f"CUresult {err}")
+        monkeypatch.setattr(launcher, "error_name", lambda err: f"CUresult {err}")
+        return drv
+    return make
+
+
+def _launches(cluster=(1, 1, 1)):
+    first = launcher.PreparedLaunch(11, "slices", (4, 2, 1), (128, 1, 1), 0, ("ptr", "f32"), cluster)
+    second = launcher.PreparedLaunch(12, "sum", (8, 1, 1), (256, 1, 1), 0, ("ptr",))
+    return first, second
+
+
+def test_built_once_in_order_then_launched_as_it_is_until_the_key_changes(fake):
+    drv = fake()
+    g = LaunchGraph(_launches(cluster=(2, 1, 1)))
+    g.launch(42, ("a", 1.0))
+    (n1, dep1, count1, f1), (n2, dep2, count2, f2) = drv.nodes
+    assert (dep1, count1, f1) == (None, 0, 1011) and (dep2, count2, f2) == (n1, 1, 1012)  # chained, CUfunctions
+    assert drv.attrs == [(n1, launcher.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, (2, 1, 1))]
+    (exe, mode), = drv.instantiated
+    assert mode == launcher.CU_STREAM_CAPTURE_MODE_RELAXED and drv.mode == 0  # relaxed, then restored
+    assert drv.updated == [(exe, n1), (exe, n2)] and drv.launched == [(exe, 42)] and drv.direct == []
+    g.launch(42, ("a", 1.0))  # the same arguments: no copy
+    assert len(drv.updated) == 2 and drv.launched[-1] == (exe, 42)
+    g.launch(42, ("b", 1.0))  # new arguments: every node updated, then launched
+    assert drv.updated[2:] == [(exe, n1), (exe, n2)] and (g.graph_launches, g.updates) == (3, 2)
+    assert len(drv.nodes) == 2 and len(drv.instantiated) == 1
+
+
+def test_each_stream_has_its_own_instantiation_updated_on_first_use(fake):
+    drv = fake()
+    g = LaunchGraph(_launches())
+    g.launch(42, "k")
+    g.launch(43, "k")  # same key, but the new stream's graph holds the build-time arguments
+    (e42, _), (e43, _) = drv.instantiated
+    assert drv.launched == [(e42, 42), (e43, 43)] and g.updates == 2
+    g.launch(42, "k")
+    assert g.updates == 2 and drv.launched[-1] == (e42, 42)
+
+
+def test_a_capturing_stream_gets_the_kernels_directly(fake):
+    drv = fake()
+    g = LaunchGraph(_launches())
+    drv.capturing.add(42)
+    g.launch(42, "k")  # first use while capturing: nothing instantiated, the launches recorded
+    assert drv.instantiated == [] and drv.direct == [(11, 42), (12, 42)] and drv.launched == []
+    drv.capturing.clear()
+    g.launch(42, "k")
+    assert len(drv.instantiated) == 1 and len(drv.launched) == 1
+    drv.capturing.add(42)
+    g.launch(42, "k")
+    assert drv.direct[-2:] == [(11, 42), (12, 42)] and len(drv.launched) == 1 and g.graph_launches == 1
+
+
+@pytest.mark.parametrize("fail", ["create", "add", "attr", "instantiate"])
+def test_a_failed_build_turns_the_graph_off_and_the_call_still_runs(fake, fail):
+    drv = fake(fail)
+    g = LaunchGraph(_launches(cluster=(2, 1, 1)))
+    g.launch(42, "k")
+    assert not g.enabled and g.disabled_reason and drv.launched == []
+    assert drv.direct == [(11, 42), (12, 42)] and drv.mode == 0
+    g.launch(43, "k")
+    assert drv.direct[-2:] == [(11, 43), (12, 43)] and len(drv.instantiated) <= 1
+
+
+@pytest.mark.parametrize("fail", ["set", "launch"])
+def test_a_refused_update_or_launch_raises(fake, fail):
+    fake(fail)
+    g = LaunchGraph(_launches())
+    with pytest.raises(LaunchError, match="CUresult 1"):
+        g.launch(42, "k")
+
+
+def test_only_the_last_few_streams_keep_an_instantiation(fake):
+    drv = fake()
+    g = LaunchGraph(_launches())
+    for stream in range(STREAMS_KEPT + 1):
+        g.launch(1000 + stream, "k")
+    assert len(g._execs) == STREAMS_KEPT and drv.destroyed == [drv.instantiated[0][0]]
+    assert 1000 not in g._execs
+
+
+def test_direct_launches_use_the_prepared_configuration(fake):
+    drv = fake()
+    first, _ = _launches(cluster=(2, 1, 1))
+    first.launch(7)
+    assert drv.direct == [(11, 7)]
+    cfg = first._config
+    assert (cfg.gridDimX, cfg.gridDimY, cfg.blockDimX, cfg.numAttrs) == (4, 2, 128, 1)
+    assert tuple(cfg.attrs.contents.value[:3]) == (2, 1, 1)
+    assert ctypes.addressof(first._params) == first.params_address
