@@ -224,7 +224,10 @@ def _path_note(impl: str, library_call: str | None) -> str:
         via = (f", one {library_call} per call, replayed from a CUDA graph when a call repeats the last"
                " one's operands and scalars (cuda/graph_replay.py)") if library_call else ""
         return f" (library path: cuBLAS called directly{via})"
-    return " (library path)" if impl == "cub" else " (gemmlab kernel)"
+    if impl == "cub":
+        return " (library path)"
+    return (" (gemmlab kernel; through a prepared executor its launches run as one CUDA graph, the"
+            " arguments copied in when a call changes them: cuda/launch_graph.py)")
 
 
 def describe(choice: Choice, caller: str, problem_text: str, gpu: str, arch: str, tuning: str,
