@@ -83,22 +83,30 @@ def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: 
     return [statistics.median(t) for t in times]
 
 
+LOOP_REPEATS = 3  # loops per throughput figure; the median is reported
+
+
 def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None], work_s: float) -> tuple[float, int | None]:
     """Seconds per call of a back-to-back loop lasting about 50 ms (at least 5 calls): about what
     `gemmlab bench` times per figure, so neither figure is the one a hot, throttled GPU made;
-    and the lowest SM clock seen during it."""
+    and the lowest SM clock seen during it. The median of LOOP_REPEATS such loops, each ended by
+    a sync: one loop is at the mercy of a single host stall (session 21, H200: rows that read
+    57-79% of bench in one run read 84-142% in the next, beside library rows that had slowed
+    1.3-2.5x in the same block)."""
     from .cuda.nvml import ClockSampler
 
     calls = max(5, min(2000, int(0.05 / max(work_s, 1e-7))))
     fn()
     sync()
+    per_call = []
     with ClockSampler() as clocks:
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        seconds = (time.perf_counter() - start) / calls
-    return seconds, clocks.min_clock
+        for _ in range(LOOP_REPEATS):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            per_call.append((time.perf_counter() - start) / calls)
+    return statistics.median(per_call), clocks.min_clock
 
 
 def _bench_figure(op: str, impl: str, problem) -> tuple[float | None, int | None]:
