@@ -202,15 +202,29 @@ def _sum_rows(kind: str, n: int, with_bench: bool) -> list[Row]:
     return _measure(kind, str(n), refs, mine, plan, sync, 4 * n / 1e9, "GB/s", bench)
 
 
+def _work_seconds(fn: Callable[[], object], sync: Callable[[], None], tries: int = 5) -> float:
+    """Seconds one call takes, GPU work and a sync included: the fastest of `tries` warm calls,
+    after one untimed call. It sets how many calls a loop makes (about 50 ms of them) and the
+    host batches. Until session 21 one first call was timed alone: that includes what the plan
+    builds on it (its launch graph since session 21, a cuBLAS plan's first direct call) and any
+    host stall, and a long reading cuts the loops to a few calls, whose figure the first calls
+    after the sync (meeting an idle stream) then weigh down, the library's rows as much as ours."""
+    fn()
+    sync()
+    times = []
+    for _ in range(tries):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
 def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_units: float, unit: str,
              bench: tuple[float | None, int | None]) -> list[Row]:
     """Host time and loop throughput of the reference calls and gemmlab's (the plan's execute
     sets the loop length); `work_units` per call in `unit` x seconds; `bench` = (figure, MHz)."""
-    sync()
-    start = time.perf_counter()
-    plan.execute()
-    sync()
-    work_s = time.perf_counter() - start
+    work_s = _work_seconds(plan.execute, sync)
     calls = refs + mine
     hosts = _host_us([fn for _, fn in calls], sync, batch=host_batch(work_s))
     rows = []

@@ -45,3 +45,19 @@ def test_a_loop_reports_its_lowest_clock_or_none_without_nvml():
     seconds, mhz = apibench._loop_seconds(lambda: calls.append(1), lambda: None, 0.01)
     assert len(calls) == 1 + apibench.LOOP_REPEATS * 5 and seconds >= 0  # a warm-up, then the loops
     assert mhz is None or mhz > 0
+
+
+def test_the_work_estimate_is_a_warm_call_not_the_first():
+    """The first call builds what a plan keeps (a graph, a captured library call): timed alone it
+    would shrink every loop of the block to a few calls."""
+    import time
+
+    made = []
+
+    def call():
+        if not made:
+            time.sleep(0.05)  # the first call: building
+        made.append(1)
+
+    seconds = apibench._work_seconds(call, lambda: None)
+    assert len(made) == 1 + 5 and seconds < 0.01
