@@ -159,3 +159,19 @@ def test_a_call_that_failed_is_not_captured_when_it_comes_again(fake):
     state["fail"] = False
     g(1.0, 1, 2, 0.0, 3, 42)  # direct: the failed call never counted as a first
     assert g.replays == 0 and drv.launched == [] and g.enabled
+
+
+def test_a_replayed_graph_counts_as_recently_used(fake):
+    """KEPT graphs, the oldest replayed again, one more captured: the one dropped is the least
+    recently used (the second), not the oldest captured."""
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    for c in range(KEPT):
+        g(1.0, 1, 2, 0.0, c, 42)
+        g(1.0, 1, 2, 0.0, c, 42)
+    first = g._execs[(1, 2, 0, 1.0, 0.0)].value
+    g(1.0, 1, 2, 0.0, 0, 42)  # the first graph replayed: now the most recently used
+    g(1.0, 1, 2, 0.0, KEPT, 42)
+    g(1.0, 1, 2, 0.0, KEPT, 42)  # captured: one graph must go
+    assert (1, 2, 0, 1.0, 0.0) in g._execs and (1, 2, 1, 1.0, 0.0) not in g._execs
+    assert drv.destroyed == [first + 1]

@@ -13,10 +13,11 @@ from gemmlab.errors import LaunchError
 
 
 class FakeDriver:
-    def __init__(self, fail: str = ""):
+    def __init__(self, fail: str = "", fail_set_at: int = 0):
         self.fail, self.capturing, self.mode, self.next = fail, set(), 0, 100
+        self.fail_set_at, self.sets = fail_set_at, 0  # the n-th SetParams fails (0: none)
         self.direct, self.launched, self.updated, self.destroyed = [], [], [], []
-        self.nodes, self.attrs, self.instantiated = [], [], []
+        self.nodes, self.attrs, self.instantiated, self.node_params = [], [], [], {}
 
     def _new(self, ref):
         self.next += 1
@@ -44,11 +45,14 @@ class FakeDriver:
 
     def cuKernelGetFunction(self, ref, kernel):
         ref._obj.value = kernel.value + 1000  # the kernel's CUfunction in this context
-        return 0
+        return self._ret("function")
 
     def cuGraphAddKernelNode_v2(self, ref, graph, deps, count, params):
         node = self._new(ref)
-        self.nodes.append((node, None if deps is None else deps._obj.value, count.value, params._obj.func))
+        p = params._obj
+        self.nodes.append((node, None if deps is None else deps._obj.value, count.value, p.func))
+        self.node_params[node] = (p.func, p.kern, (p.gridDimX, p.gridDimY, p.gridDimZ),
+                                  (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes, p.kernelParams)
         return self._ret("add")
 
     def cuGraphKernelNodeSetAttribute(self, node, attr, value):
@@ -60,6 +64,11 @@ class FakeDriver:
         return self._ret("instantiate")
 
     def cuGraphExecKernelNodeSetParams_v2(self, exe, node, params):
+        self.sets += 1
+        if self.sets == self.fail_set_at:
+            return 1
+        p = params._obj
+        assert self.node_params[node.value][5] == p.kernelParams, "each node is updated from its own slots"
         self.updated.append((exe.value, node.value))
         return self._ret("set")
 
@@ -77,8 +86,8 @@ class FakeDriver:
 
 @pytest.fixture
 def fake(monkeypatch):
-    def make(fail=""):
-        drv = FakeDriver(fail)
+    def make(fail="", fail_set_at=0):
+        drv = FakeDriver(fail, fail_set_at)
         for module in (launch_graph, launcher):
             monkeypatch.setattr(module, "driver", lambda: drv)
             monkeypatch.setattr(module, "raw_driver", lambda: drv)
@@ -101,6 +110,9 @@ def test_built_once_in_order_then_launched_as_it_is_until_the_key_changes(fake):
     (n1, dep1, count1, f1), (n2, dep2, count2, f2) = drv.nodes
     assert (dep1, count1, f1) == (None, 0, 1011) and (dep2, count2, f2) == (n1, 1, 1012)  # chained, CUfunctions
     assert drv.attrs == [(n1, launcher.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, (2, 1, 1))]
+    first, second = g.launches
+    assert drv.node_params[n1] == (1011, None, (4, 2, 1), (128, 1, 1), 0, first.params_address)
+    assert drv.node_params[n2] == (1012, None, (8, 1, 1), (256, 1, 1), 0, second.params_address)
     (exe, mode), = drv.instantiated
     assert mode == launcher.CU_STREAM_CAPTURE_MODE_RELAXED and drv.mode == 0  # relaxed, then restored
     assert drv.updated == [(exe, n1), (exe, n2)] and drv.launched == [(exe, 42)] and drv.direct == []
@@ -173,3 +185,49 @@ def test_direct_launches_use_the_prepared_configuration(fake):
     assert (cfg.gridDimX, cfg.gridDimY, cfg.blockDimX, cfg.numAttrs) == (4, 2, 128, 1)
     assert tuple(cfg.attrs.contents.value[:3]) == (2, 1, 1)
     assert ctypes.addressof(first._params) == first.params_address
+
+
+def test_a_kernel_without_a_cufunction_is_named_by_its_cukernel(fake):
+    drv = fake("function")
+    g = LaunchGraph(_launches())
+    g.launch(42, "k")
+    (n1, *_), (n2, *_) = drv.nodes
+    assert drv.node_params[n1][:2] == (None, 11) and drv.node_params[n2][:2] == (None, 12)
+    assert g.enabled and len(drv.launched) == 1
+
+
+def test_an_update_that_fails_midway_is_redone_in_full_on_the_next_call(fake):
+    """Node 1 took the new arguments, node 2 refused them: a later call with the old arguments
+    must copy them into every node again, never launch the graph half old, half new."""
+    drv = fake(fail_set_at=4)  # call 1 sets nodes 1-2; call 2 sets node 1 (3), then node 2 fails (4)
+    g = LaunchGraph(_launches())
+    g.launch(42, "old")
+    with pytest.raises(LaunchError):
+        g.launch(42, "new")
+    updated = len(drv.updated)
+    g.launch(42, "old")
+    assert len(drv.updated) == updated + 2 and g.updates == 2
+
+
+def test_a_graph_turned_off_stops_every_streams_graph(fake):
+    drv = fake()
+    g = LaunchGraph(_launches())
+    g.launch(42, "k")
+    drv.fail = "instantiate"
+    g.launch(43, "k")  # a new stream's instantiation fails: the graph is off
+    assert not g.enabled and g._execs == {} and drv.destroyed == [drv.instantiated[0][0]]
+    launched = len(drv.launched)
+    g.launch(42, "k")
+    assert len(drv.launched) == launched and drv.direct[-2:] == [(11, 42), (12, 42)]
+
+
+def test_the_structures_match_cuda_h():
+    """CUDA 13's cuda.h: CUDA_KERNEL_NODE_PARAMS_v2 is 72 bytes, kern at 56 and ctx at 64;
+    CUlaunchConfig 56 bytes, hStream at 32; CUlaunchAttribute 72 bytes, its value at 8."""
+    from gemmlab.cuda.launch_graph import KernelNodeParams
+
+    assert ctypes.sizeof(KernelNodeParams) == 72
+    assert (KernelNodeParams.kernelParams.offset, KernelNodeParams.kern.offset, KernelNodeParams.ctx.offset) == (40, 56, 64)
+    assert ctypes.sizeof(launcher.LaunchConfig) == 56 and launcher.LaunchConfig.hStream.offset == 32
+    assert launcher.LaunchConfig.attrs.offset == 40 and launcher.LaunchConfig.numAttrs.offset == 48
+    assert ctypes.sizeof(launcher.LaunchAttribute) == 72 and launcher.LaunchAttribute.value.offset == 8

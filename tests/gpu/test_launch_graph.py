@@ -165,3 +165,32 @@ def test_a_graph_made_during_a_users_capture_of_another_stream_keeps_that_captur
     user.replay()
     torch.cuda.synchronize()
     assert rel_err(c_user, ref) < 1e-5
+
+
+def test_a_capture_on_a_stream_that_already_has_a_graph_records_the_kernels():
+    """torch's usual pattern: warm up on the side stream (which instantiates its graph), then
+    capture on that same stream; the capture must record the kernels, not a graph launch."""
+    M, N, K = 384, 256, 320
+    a, b = rand(M, K, seed=130), rand(K, N, seed=131)
+    c = torch.empty(M, N, device="cuda")
+    plan = gemmlab.Matmul(a, b, c, impl="tma_ffma")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        plan.execute()
+        plan.execute()
+    side.synchronize()
+    graph = _graph(plan)
+    assert side.cuda_stream in graph._execs
+    launches = graph.graph_launches
+    user = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        with torch.cuda.graph(user, stream=side):
+            plan.execute()
+    torch.cuda.current_stream().wait_stream(side)
+    assert graph.graph_launches == launches  # direct inside the capture
+    a.copy_(rand(M, K, seed=132))
+    c.fill_(float("nan"))
+    user.replay()
+    torch.cuda.synchronize()
+    assert rel_err(c, a.double() @ b.double()) < 1e-5

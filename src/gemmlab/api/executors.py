@@ -103,10 +103,11 @@ class KernelGemm(FastGemm):
         else flag 0 and the kernel copies element by element (the maps are not read)."""
         if (a, b) == self._decided:  # a plan's repeated call: nothing to decide again (6 us of Python)
             return
-        self._decided = (a, b)
+        self._decided = None  # until the flag and both maps are set (an encode may raise)
         M, N, K = self._dims
         if not self._fits(a, b):
             self._flag.value = 0
+            self._decided = (a, b)
             return
         if a != self._mapped[0]:
             rows, cols, swizzle = self._boxes["A"]
@@ -117,6 +118,7 @@ class KernelGemm(FastGemm):
             self.main.tmap(1).encode("fp32", b, K, N, 4 * N, (rows, cols), swizzle)
             self._mapped[1] = b
         self._flag.value = 1
+        self._decided = (a, b)
 
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         s_alpha, s_a, s_b, s_beta, s_c = self._slots

@@ -24,7 +24,11 @@ The rules:
   call and fail. cuGraphLaunch itself cannot join a capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
   and the capture is lost: measured in session 21), hence the check on every call.
 - Any driver error while building or instantiating turns the graph off for this object for good
-  (`disabled_reason` says why): every call then launches directly, as before.
+  (`disabled_reason` says why): every stream's instantiation is freed and every call then
+  launches directly, as before. A failed argument update raises, and the next call on that
+  stream copies every node's arguments again (a failure midway leaves no half-updated graph).
+- Up to STREAMS_KEPT streams keep an instantiation; past that the first one made is dropped (a
+  program cycling through more streams than that pays an instantiation per change of stream).
 """
 from __future__ import annotations
 
@@ -90,6 +94,7 @@ class LaunchGraph:
             exe, last, st = entry
             if self._is_capturing(st, self._status_ref) == 0 and self._status.value == 0:
                 if last != key:
+                    entry[1] = None  # until every node holds the new arguments (a failure may come midway)
                     for node, params in self._nodes:
                         err = self._set(exe, node, params)
                         if err:
@@ -135,10 +140,11 @@ class LaunchGraph:
         previous = None
         for launch in self.launches:
             func = ctypes.c_void_p()
-            # the module is loaded as a library: its CUkernel has a CUfunction in this context
-            if lib.cuKernelGetFunction(ctypes.byref(func), launch.kernel):
-                func = launch.kernel  # already a CUfunction
-            params = KernelNodeParams(func.value, *launch.grid, *launch.block, launch.shmem, launch.params_address)
+            # the module is loaded as a library: its CUkernel has a CUfunction in this context;
+            # where the driver gives none, the node names the CUkernel (kern, read when func is null)
+            found = lib.cuKernelGetFunction(ctypes.byref(func), launch.kernel) == 0
+            params = KernelNodeParams(func.value if found else None, *launch.grid, *launch.block, launch.shmem,
+                                      launch.params_address, None, None if found else launch.kernel.value)
             node = ctypes.c_void_p()
             deps, count = (ctypes.byref(previous), 1) if previous is not None else (None, 0)
             err = lib.cuGraphAddKernelNode_v2(ctypes.byref(node), graph, deps, ctypes.c_size_t(count),
@@ -163,13 +169,19 @@ class LaunchGraph:
         err = lib.cuGraphInstantiateWithFlags(ctypes.byref(exe), self._graph[0], ctypes.c_ulonglong(0))
         if err:
             return self._off(f"cuGraphInstantiate: {error_name(err)}")
-        if len(self._execs) >= STREAMS_KEPT:
+        if len(self._execs) >= STREAMS_KEPT:  # the first instantiated goes (more streams than this is rare)
             oldest = next(iter(self._execs))
             lib.cuGraphExecDestroy(self._execs.pop(oldest)[0])
         entry = self._execs[stream] = [exe, None, st]  # None: no arguments copied in yet
         return entry
 
     def _off(self, why: str):
+        """The graph off for good: every stream's instantiation freed (a launch in flight finishes
+        first), so every later call launches directly."""
         self.enabled = False
         self.disabled_reason = why
+        lib = self._libs[0]
+        for exe, _, _ in self._execs.values():
+            lib.cuGraphExecDestroy(exe)
+        self._execs.clear()
         return None
