@@ -7,9 +7,10 @@ again and again. Here the arguments live in ctypes slots whose addresses are han
 once (kernelParams); a call writes the new pointers into their slots and calls cuLaunchKernelEx
 with a configuration built once (a cluster attribute where the kernel runs in clusters). The
 driver copies the parameter values at the call, so a slot may be rewritten right after it.
-cuLaunchKernelEx, not cuLaunchKernel: four ctypes arguments instead of eleven, 0.6-1.2 us less
-host time per launch (session 21, H200, driver 580). The API's executors launch through a graph
-built from these launches where they can (cuda/launch_graph.py), which is cheaper still.
+cuLaunchKernelEx, not cuLaunchKernel: four ctypes arguments instead of eleven, one path for
+clustered and plain kernels (session 21, H200, driver 580: 0.6 and 1.2 us less host time per
+launch in two runs, the same in a third). The API's executors launch through a graph built from
+these launches where they can (cuda/launch_graph.py), which costs 1.5-2.5 us less again.
 
 Tensor maps (TMA descriptors) are encoded here too, with cuTensorMapEncodeTiled, into 64-byte
 aligned slots that the kernel receives by value.
@@ -66,8 +67,6 @@ def driver():
 
                     raise NoGPUError(f"no GPU: the NVIDIA driver library is not loadable ({exc})") from None
                 p, u = ctypes.c_void_p, ctypes.c_uint
-                lib.cuLaunchKernel.argtypes = [p, u, u, u, u, u, u, u, p, p, p]
-                lib.cuLaunchKernel.restype = ctypes.c_int
                 lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(LaunchConfig), p, p, p]
                 lib.cuLaunchKernelEx.restype = ctypes.c_int
                 lib.cuTensorMapEncodeTiled.argtypes = [p, ctypes.c_int, u, p, p, p, p, p, ctypes.c_int,
