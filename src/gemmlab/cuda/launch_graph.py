@@ -44,7 +44,8 @@ STREAMS_KEPT = 8  # instantiated graphs per object (one per stream); the oldest 
 
 
 class KernelNodeParams(ctypes.Structure):
-    """CUDA_KERNEL_NODE_PARAMS_v2, as cuda.h lays it out (kern and ctx left null: func is used)."""
+    """CUDA_KERNEL_NODE_PARAMS_v2, as cuda.h lays it out (func set, or kern where the driver gives
+    no CUfunction; ctx left null)."""
 
     _fields_ = [("func", ctypes.c_void_p),
                 ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
@@ -120,7 +121,7 @@ class LaunchGraph:
         st = ctypes.c_void_p(stream)
         if self._is_capturing(st, self._status_ref) != 0 or self._status.value != 0:
             return None
-        with relaxed_capture():  # another stream's capture (global mode) must not see this as unsafe
+        with relaxed_capture(self._libs[0]):  # another stream's capture (global mode) must not see this as unsafe
             return self._instantiate(stream, st)
 
     def _bind(self) -> None:
@@ -135,7 +136,8 @@ class LaunchGraph:
         graph = ctypes.c_void_p()
         err = lib.cuGraphCreate(ctypes.byref(graph), 0)
         if err:
-            return self._off(f"cuGraphCreate: {error_name(err)}") or False
+            self._off(f"cuGraphCreate: {error_name(err)}")
+            return False
         self._graph.append(graph)
         previous = None
         for launch in self.launches:
@@ -150,12 +152,14 @@ class LaunchGraph:
             err = lib.cuGraphAddKernelNode_v2(ctypes.byref(node), graph, deps, ctypes.c_size_t(count),
                                               ctypes.byref(params))
             if err:
-                return self._off(f"cuGraphAddKernelNode ({launch.name}): {error_name(err)}") or False
+                self._off(f"cuGraphAddKernelNode ({launch.name}): {error_name(err)}")
+                return False
             if launch.cluster != (1, 1, 1):
                 value = (ctypes.c_uint32 * 16)(*launch.cluster)
                 err = lib.cuGraphKernelNodeSetAttribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, ctypes.byref(value))
                 if err:
-                    return self._off(f"cluster dimensions on a graph node ({launch.name}): {error_name(err)}") or False
+                    self._off(f"cluster dimensions on a graph node ({launch.name}): {error_name(err)}")
+                    return False
             self._nodes.append((node, ctypes.byref(params)))  # the byref keeps the structure alive
             previous = node
         return True
@@ -176,12 +180,10 @@ class LaunchGraph:
         return entry
 
     def _off(self, why: str):
-        """The graph off for good: every stream's instantiation freed (a launch in flight finishes
-        first), so every later call launches directly."""
+        """The graph off for good: every stream's instantiation and the graph freed (a launch in
+        flight finishes first), so every later call launches directly."""
         self.enabled = False
         self.disabled_reason = why
-        lib = self._libs[0]
-        for exe, _, _ in self._execs.values():
-            lib.cuGraphExecDestroy(exe)
-        self._execs.clear()
+        _destroy(self._execs, self._graph, self._libs)
+        self._nodes.clear()
         return None
