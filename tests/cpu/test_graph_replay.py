@@ -1,9 +1,12 @@
-"""GraphReplay's rules (cuda/graph_replay.py) against a fake driver: what is captured when, what
-replays, what goes direct, and that a failed capture turns replay off without losing the call.
-The GPU half (real graphs, every replay against fp64) is tests/gpu/test_graph_replay.py."""
+"""GraphReplay's rules (cuda/graph_replay.py) against a fake driver (and fake CuPy runtime calls
+for the capture check and the graph launch): what is captured when, what replays, what goes
+direct, and that a failed capture turns replay off without losing the call. The GPU half (real
+graphs, every replay against fp64) is tests/gpu/test_graph_replay.py."""
 import pytest
+from cupy_backends.cuda.api import runtime
 
 from gemmlab.cuda import graph_replay
+from gemmlab.errors import LaunchError
 from gemmlab.cuda.graph_replay import KEPT, GraphReplay
 
 
@@ -11,6 +14,7 @@ class FakeDriver:
     def __init__(self, fail: str = ""):
         self.fail, self.capturing, self.launched, self.destroyed, self.next = fail, 0, [], [], 100
         self.mode, self.modes_at_instantiate = 0, []  # this thread's capture mode (0: global)
+        self.check_error = None  # raised by the capture check (CuPy's streamIsCapturing) when set
 
     def cuThreadExchangeStreamCaptureMode(self, ref):
         ref._obj.value, self.mode = self.mode, ref._obj.value
@@ -19,13 +23,17 @@ class FakeDriver:
     def _ret(self, name):
         return 1 if self.fail == name else 0
 
-    def cuStreamIsCapturing(self, stream, ref):
-        ref._obj.value = self.capturing
-        return 0
+    def streamIsCapturing(self, stream):  # CuPy's runtime wrappers take and give plain ints
+        assert type(stream) is int
+        if self.check_error is not None:
+            raise self.check_error
+        return bool(self.capturing)
 
-    def cuGraphLaunch(self, exe, stream):
-        self.launched.append((exe.value, stream.value))
-        return 0
+    def graphLaunch(self, exe, stream):
+        assert type(exe) is int and type(stream) is int
+        if self.fail == "launch":
+            raise runtime.CUDARuntimeError(906)
+        self.launched.append((exe, stream))
 
     def cuStreamCreate(self, ref, flags):
         ref._obj.value = 7
@@ -60,7 +68,8 @@ def fake(monkeypatch):
     def make(fail=""):
         drv = FakeDriver(fail)
         monkeypatch.setattr(graph_replay, "driver", lambda: drv)
-        monkeypatch.setattr(graph_replay, "raw_driver", lambda: drv)
+        for name in ("streamIsCapturing", "graphLaunch"):
+            monkeypatch.setattr(runtime, name, getattr(drv, name))
         monkeypatch.setattr(graph_replay, "error_name", lambda err: f"CUresult {err}")
         return drv
     return make
@@ -113,6 +122,34 @@ def test_a_capturing_stream_gets_the_library_call_itself(fake):
     drv.capturing = 1
     g(1.0, 1, 2, 0.0, 3, 42)
     assert rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 42) and g.replays == 1
+
+
+@pytest.mark.parametrize("error", [runtime.CUDARuntimeError(906),  # the legacy stream under a global capture
+                                   RuntimeError("the stream capture was invalidated")])
+def test_a_failed_capture_check_makes_the_call_itself(fake, error):
+    """A capture check that raises (a CUDA error, or CuPy's invalidated capture) counts as
+    capturing: a repeat is neither captured nor replayed, and replay stays on for later."""
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    drv.check_error = error
+    g(1.0, 1, 2, 0.0, 3, 42)
+    g(1.0, 1, 2, 0.0, 3, 42)  # a repeat: not captured while the check fails
+    assert rec.calls == [(1.0, 1, 2, 0.0, 3, 42)] * 2 and drv.modes_at_instantiate == []
+    drv.check_error = None
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert drv.launched == [(101, 42)] and g.replays == 1
+    drv.check_error = error
+    g(1.0, 1, 2, 0.0, 3, 42)  # a graph exists: the call is made itself all the same
+    assert rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 42) and g.replays == 1 and g.enabled
+
+
+def test_a_refused_graph_launch_raises_naming_the_error(fake):
+    """The launch's CUDARuntimeError becomes a LaunchError named by its status."""
+    fake("launch")
+    g = GraphReplay(Recorder())
+    g(1.0, 1, 2, 0.0, 3, 42)
+    with pytest.raises(LaunchError, match="cuGraphLaunch of a captured library call failed [(]CUresult 906[)]"):
+        g(1.0, 1, 2, 0.0, 3, 42)
 
 
 def test_only_the_last_few_argument_sets_keep_a_graph(fake):
@@ -169,7 +206,9 @@ def test_a_replayed_graph_counts_as_recently_used(fake):
     for c in range(KEPT):
         g(1.0, 1, 2, 0.0, c, 42)
         g(1.0, 1, 2, 0.0, c, 42)
-    first = g._execs[(1, 2, 0, 1.0, 0.0)].value
+    exe, handle = g._execs[(1, 2, 0, 1.0, 0.0)]
+    first = exe.value
+    assert handle == first  # the int the runtime's graphLaunch takes
     g(1.0, 1, 2, 0.0, 0, 42)  # the first graph replayed: now the most recently used
     g(1.0, 1, 2, 0.0, KEPT, 42)
     g(1.0, 1, 2, 0.0, KEPT, 42)  # captured: one graph must go

@@ -1,11 +1,13 @@
-"""LaunchGraph's rules (cuda/launch_graph.py) against a fake driver: the graph built once with its
-nodes in order and cluster dimensions, one instantiation per stream in relaxed capture mode,
-arguments copied in only when the key changes, direct launches under capture, and any failure
-while building turning the graph off without losing a call. The GPU half (real graphs, every
-result against fp64) is tests/gpu/test_launch_graph.py."""
+"""LaunchGraph's rules (cuda/launch_graph.py) against a fake driver (and fake CuPy runtime calls
+for the capture check and the graph launch): the graph built once with its nodes in order and
+cluster dimensions, one instantiation per stream in relaxed capture mode, arguments copied in only
+when the key changes, direct launches under capture (or when the capture check fails), and any
+failure while building turning the graph off without losing a call. The GPU half (real graphs,
+every result against fp64) is tests/gpu/test_launch_graph.py."""
 import ctypes
 
 import pytest
+from cupy_backends.cuda.api import runtime
 
 from gemmlab.cuda import launch_graph, launcher
 from gemmlab.cuda.launch_graph import STREAMS_KEPT, LaunchGraph
@@ -15,6 +17,7 @@ from gemmlab.errors import LaunchError
 class FakeDriver:
     def __init__(self, fail: str = "", fail_set_at: int = 0):
         self.fail, self.capturing, self.mode, self.next = fail, set(), 0, 100
+        self.check_error = None  # raised by the capture check (CuPy's streamIsCapturing) when set
         self.fail_set_at, self.sets = fail_set_at, 0  # the n-th SetParams fails (0: none)
         self.direct, self.launched, self.updated, self.destroyed = [], [], [], []
         self.nodes, self.attrs, self.instantiated, self.node_params = [], [], [], {}
@@ -31,9 +34,11 @@ class FakeDriver:
         self.direct.append((kernel.value, cfg._obj.hStream))
         return 0
 
-    def cuStreamIsCapturing(self, stream, ref):
-        ref._obj.value = 1 if stream.value in self.capturing else 0
-        return 0
+    def streamIsCapturing(self, stream):  # CuPy's runtime wrappers take and give plain ints
+        assert type(stream) is int
+        if self.check_error is not None:
+            raise self.check_error
+        return stream in self.capturing
 
     def cuThreadExchangeStreamCaptureMode(self, ref):
         ref._obj.value, self.mode = self.mode, ref._obj.value
@@ -72,9 +77,11 @@ class FakeDriver:
         self.updated.append((exe.value, node.value))
         return self._ret("set")
 
-    def cuGraphLaunch(self, exe, stream):
-        self.launched.append((exe.value, stream.value))
-        return self._ret("launch")
+    def graphLaunch(self, exe, stream):
+        assert type(exe) is int and type(stream) is int
+        if self.fail == "launch":
+            raise runtime.CUDARuntimeError(906)
+        self.launched.append((exe, stream))
 
     def cuGraphExecDestroy(self, exe):
         self.destroyed.append(exe.value)
@@ -91,6 +98,8 @@ def fake(monkeypatch):
         for module in (launch_graph, launcher):
             monkeypatch.setattr(module, "driver", lambda: drv)
             monkeypatch.setattr(module, "raw_driver", lambda: drv)
+        for name in ("streamIsCapturing", "graphLaunch"):
+            monkeypatch.setattr(runtime, name, getattr(drv, name))
         monkeypatch.setattr(launch_graph, "error_name", lambda err: f"CUresult {err}")
         monkeypatch.setattr(launcher, "error_name", lambda err: f"CUresult {err}")
         return drv
@@ -159,12 +168,32 @@ def test_a_failed_build_turns_the_graph_off_and_the_call_still_runs(fake, fail):
     assert drv.direct[-2:] == [(11, 43), (12, 43)] and len(drv.instantiated) <= 1
 
 
-@pytest.mark.parametrize("fail", ["set", "launch"])
-def test_a_refused_update_or_launch_raises(fake, fail):
+@pytest.mark.parametrize("fail, named", [("set", "updating a graph's arguments failed [(]CUresult 1[)]"),
+                                         ("launch", "cuGraphLaunch failed [(]CUresult 906[)]")])
+def test_a_refused_update_or_launch_raises_naming_the_error(fake, fail, named):
+    """The launch's CUDARuntimeError becomes a LaunchError named by its status."""
     fake(fail)
     g = LaunchGraph(_launches())
-    with pytest.raises(LaunchError, match="CUresult 1"):
+    with pytest.raises(LaunchError, match="slices: " + named):
         g.launch(42, "k")
+
+
+@pytest.mark.parametrize("error", [runtime.CUDARuntimeError(906),  # the legacy stream under a global capture
+                                   RuntimeError("the stream capture was invalidated")])
+def test_a_failed_capture_check_launches_directly(fake, error):
+    """A capture check that raises (a CUDA error, or CuPy's invalidated capture) counts as
+    capturing: on a new stream nothing is instantiated, on a known one the graph is not launched."""
+    drv = fake()
+    g = LaunchGraph(_launches())
+    drv.check_error = error
+    g.launch(42, "k")
+    assert drv.instantiated == [] and drv.direct == [(11, 42), (12, 42)]
+    drv.check_error = None
+    g.launch(42, "k")
+    assert len(drv.instantiated) == 1 and len(drv.launched) == 1
+    drv.check_error = error
+    g.launch(42, "k")
+    assert drv.direct[-2:] == [(11, 42), (12, 42)] and len(drv.launched) == 1 and g.graph_launches == 1
 
 
 def test_only_the_last_few_streams_keep_an_instantiation(fake):
