@@ -81,8 +81,13 @@ def test_torch_hot_path_new_outputs(no_general_path):
     for out_dtype, want, tol in ((None, torch.float32, 1e-5), ("bf16", torch.bfloat16, 1e-2)):
         C = gemmlab.hgemm(A, B, out_dtype=out_dtype)
         assert C.dtype == want and C.device == A.device and C.shape == (300, 100)
+        assert C.is_contiguous() and C.stride() == (100, 1), "a dense new C (made by empty_like of a template)"
         err = np.linalg.norm(C.double().cpu().numpy() - ref) / np.linalg.norm(ref)
         assert err < tol
+        again = gemmlab.hgemm(A, B, out_dtype=out_dtype)
+        assert again.data_ptr() != C.data_ptr(), "every call returns storage of its own"
+        assert again.untyped_storage().nbytes() == C.numel() * C.element_size()
+        assert torch.equal(again, C)
 
 
 @pytest.mark.parametrize("family", ["cupy", "torch"])
@@ -92,6 +97,9 @@ def test_reduce_sum_hot_paths(no_general_path, family):
     out = gemmlab.reduce_sum(x)
     assert (type(out) is cp.ndarray) if family == "cupy" else (out.device == x.device)
     assert out.shape == () and abs(float(out.item()) - host.astype(np.float64).sum()) < 1e-3
+    if family == "torch":
+        again = gemmlab.reduce_sum(x)
+        assert again.data_ptr() != out.data_ptr() and again.dtype == torch.float32 and float(again) == float(out)
 
 
 def test_cupy_arrays_the_hot_path_passes_on_still_work():
