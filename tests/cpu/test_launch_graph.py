@@ -205,6 +205,21 @@ def test_only_the_last_few_streams_keep_an_instantiation(fake):
     assert 1000 not in g._execs
 
 
+def test_the_stream_dropped_is_the_least_recently_launched(fake):
+    drv = fake()
+    g = LaunchGraph(_launches())
+    for stream in range(STREAMS_KEPT):
+        g.launch(1000 + stream, "k")
+    g.launch(1000, "k")  # the first stream used again: now the most recent
+    g.launch(1000, "k")
+    g.launch(2000, "k")  # one stream too many
+    assert 1000 in g._execs and 1001 not in g._execs, "the least recently launched (1001) goes, not the first made"
+    assert drv.destroyed == [drv.instantiated[1][0]]
+    launched = len(drv.launched)
+    g.launch(1000, "k")
+    assert len(drv.launched) == launched + 1 and len(drv.instantiated) == STREAMS_KEPT + 1, "1000 kept its graph"
+
+
 def test_direct_launches_use_the_prepared_configuration(fake):
     drv = fake()
     first, _ = _launches(cluster=(2, 1, 1))

@@ -34,8 +34,9 @@ The rules:
   (`disabled_reason` says why): every stream's instantiation is freed and every call then
   launches directly, as before. A failed argument update raises, and the next call on that
   stream copies every node's arguments again (a failure midway leaves no half-updated graph).
-- Up to STREAMS_KEPT streams keep an instantiation; past that the first one made is dropped (a
-  program cycling through more streams than that pays an instantiation per change of stream).
+- Up to STREAMS_KEPT streams keep an instantiation; past that the least recently launched one is
+  dropped (a program cycling through more streams than that pays an instantiation per change of
+  stream; one that keeps returning to a few keeps theirs).
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ from ..errors import LaunchError
 from .launcher import (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, PreparedLaunch, driver, error_name, raw_driver,
                        relaxed_capture)
 
-STREAMS_KEPT = 8  # instantiated graphs per object (one per stream); the oldest is dropped past it
+STREAMS_KEPT = 8  # instantiated graphs per object (one per stream); the least recently used is dropped past it
 
 
 class KernelNodeParams(ctypes.Structure):
@@ -84,7 +85,9 @@ class LaunchGraph:
         self.disabled_reason = ""
         self.graph_launches = 0
         self.updates = 0
-        self._execs: dict[int, list] = {}  # stream -> [graph exec, key it last launched, the exec as an int]
+        # stream -> [graph exec, key it last launched, the exec as an int], least recently launched first
+        self._execs: dict[int, list] = {}
+        self._recent = None  # the stream launched on last (its entry is the dict's last)
         self._graph: list = []  # the built graph (kept: instantiated again for each new stream)
         self._nodes: list = []  # (node, its KernelNodeParams) in launch order
         self._libs: list = []
@@ -96,6 +99,9 @@ class LaunchGraph:
         entry = self._execs.get(stream)
         if entry is None:
             entry = self._first_on(stream)
+        elif stream != self._recent:  # another stream than last time: its entry becomes the most recent
+            self._execs[stream] = self._execs.pop(stream)
+            self._recent = stream
         if entry is not None:
             try:  # self._capturing(stream), inlined on the hot path
                 capturing = self._is_capturing(stream)
@@ -196,10 +202,11 @@ class LaunchGraph:
         err = lib.cuGraphInstantiateWithFlags(ctypes.byref(exe), self._graph[0], ctypes.c_ulonglong(0))
         if err:
             return self._off(f"cuGraphInstantiate: {error_name(err)}")
-        if len(self._execs) >= STREAMS_KEPT:  # the first instantiated goes (more streams than this is rare)
+        if len(self._execs) >= STREAMS_KEPT:  # the least recently launched goes (more streams than this is rare)
             oldest = next(iter(self._execs))
             lib.cuGraphExecDestroy(self._execs.pop(oldest)[0])
         entry = self._execs[stream] = [exe, None, exe.value]  # None: no arguments copied in yet
+        self._recent = stream
         return entry
 
     def _off(self, why: str):
