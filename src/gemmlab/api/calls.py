@@ -106,7 +106,9 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
         return NotImplemented
     if K != K2 or not (M and N and K):
         return NotImplemented
-    ta, tb = _transposed(A), _transposed(B)
+    # contiguous, the common case, without a Python call (about 0.1 us each)
+    ta = False if A.is_contiguous() else _transposed(A)
+    tb = False if B.is_contiguous() else _transposed(B)
     if ta is None or tb is None:
         return NotImplemented
     a, b = A.data_ptr(), B.data_ptr()

@@ -87,6 +87,11 @@ class GraphReplay:
         return getattr(call, name)
 
     def __call__(self, alpha: float, a: int, b: int, beta: float, c: int, stream: int) -> None:
+        self.run(a, b, c, alpha, beta, stream)
+
+    def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
+        """The call, in the executors' argument order: CublasGemm binds this method as its own run,
+        one Python call fewer per call than run -> __call__ (0.4 us, session 22, H200)."""
         key = (a, b, c, alpha, beta)
         entry = self._execs.get(key)
         if (entry is not None or key == self._last) and self.enabled:
