@@ -169,7 +169,7 @@ def test_a_failed_build_turns_the_graph_off_and_the_call_still_runs(fake, fail):
 
 
 @pytest.mark.parametrize("fail, named", [("set", "updating a graph's arguments failed [(]CUresult 1[)]"),
-                                         ("launch", "cuGraphLaunch failed [(]CUresult 906[)]")])
+                                         ("launch", "cuGraphLaunch failed [(]cudaErrorStreamCaptureImplicit: ")])
 def test_a_refused_update_or_launch_raises_naming_the_error(fake, fail, named):
     """The launch's CUDARuntimeError becomes a LaunchError named by its status."""
     fake(fail)
@@ -218,6 +218,28 @@ def test_the_stream_dropped_is_the_least_recently_launched(fake):
     launched = len(drv.launched)
     g.launch(1000, "k")
     assert len(drv.launched) == launched + 1 and len(drv.instantiated) == STREAMS_KEPT + 1, "1000 kept its graph"
+
+
+def test_the_eviction_order_follows_every_launch(fake):
+    """A new stream is the most recent at once, and so is each stream launched on again: a random
+    sequence of launches evicts what an OrderedDict model of least-recent use says it should."""
+    import random
+    from collections import OrderedDict
+
+    fake()
+    g = LaunchGraph(_launches())
+    model: OrderedDict = OrderedDict()
+    rng = random.Random(22)
+    for _ in range(400):
+        stream = 1000 + rng.randrange(STREAMS_KEPT + 3)
+        g.launch(stream, "k")
+        if stream in model:
+            model.move_to_end(stream)
+        else:
+            if len(model) >= STREAMS_KEPT:
+                model.popitem(last=False)
+            model[stream] = True
+        assert list(g._execs) == list(model), "the kept streams, least recently launched first"
 
 
 def test_direct_launches_use_the_prepared_configuration(fake):

@@ -139,3 +139,49 @@ def test_what_the_cupy_hot_path_passes_on_is_refused_in_one_line():
             if text not in str(exc) or "\n" in str(exc):
                 wrong.append(f"{exc} (expected {text!r})")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 24), (24, 1), (40, 24)])
+def test_new_outputs_have_torch_mm_strides(no_general_path, shape):
+    """A new C is made by empty_like of a cached, expanded 1 x 1 template: its strides must be what
+    torch.mm gives (a 1 x 1 or M x 1 output included, where an expanded 0-d template gave (0, 0))."""
+    M, N = shape
+    A = torch.randn(M, 16, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(16, N, device="cuda", dtype=torch.bfloat16)
+    for _ in range(2):  # the template made, then used
+        C = gemmlab.hgemm(A, B)
+        want = torch.mm(A, B, out_dtype=torch.float32)
+        assert C.shape == want.shape and C.stride() == want.stride() and C.is_contiguous()
+        assert torch.allclose(C, want, rtol=1e-3, atol=1e-3)
+
+
+def test_a_first_call_inside_a_capture_keeps_no_template_of_the_capture_pool():
+    """The first call of a shape made while torch.cuda.graph captures must not cache a template:
+    one made there would live in the graph's private pool. Replay is right; the template is made
+    by the next call outside the capture, from CuPy's memory, not torch's."""
+    A = torch.randn(72, 40, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(40, 56, device="cuda", dtype=torch.bfloat16)
+    key = (72, 56, torch.float32)
+    calls._torch_outputs.pop(key, None)
+    gemmlab.hgemm(torch.randn(8, 8, device="cuda", dtype=torch.bfloat16),
+                  torch.randn(8, 8, device="cuda", dtype=torch.bfloat16))  # the path warmed, not this shape
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        gemmlab.hgemm(A, B, torch.empty(72, 56, device="cuda"))  # the executor built before the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        C = gemmlab.hgemm(A, B)
+    assert key not in calls._torch_outputs, "no template cached while capturing"
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.allclose(C, torch.mm(A, B, out_dtype=torch.float32), rtol=1e-3, atol=1e-3)
+    del graph
+    C2 = gemmlab.hgemm(A, B)
+    template = calls._torch_outputs[key]
+    assert C2.is_contiguous()
+    ptr = template.data_ptr()
+    torch_segments = [(s["address"], s["address"] + s["total_size"]) for s in torch.cuda.memory_snapshot()]
+    assert not any(lo <= ptr < hi for lo, hi in torch_segments), "the template's element is not torch's memory"
+    assert any(lo <= C2.data_ptr() < hi for lo, hi in torch_segments), "(the check sees torch's own outputs)"

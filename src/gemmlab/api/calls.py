@@ -15,11 +15,15 @@ from .core import _state, executor, setup
 from .operands import copy_into, densify, new_output, result, scale, torch_stream_reader
 
 _torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stream accessor (set once)
-# Templates of the hot paths' new outputs: (M, N, torch dtype) -> a one-element tensor expanded to
-# M x N, "sum" -> a 0-d fp32 tensor (reduce_sum). torch.empty_like of a template is a new dense
-# tensor on the current device and stream, 1.2-1.5 us less than A.new_empty((M, N), dtype=) with
-# the free counted (session 22, H200: 3.4-3.8 us against 4.9-5.3, on a slow host). Bounded: a
-# program with more output shapes than this rebuilds templates, a few us each.
+# Templates of the hot paths' new outputs: (M, N, torch dtype) -> a 1 x 1 tensor expanded to M x N,
+# "sum" -> a 0-d fp32 tensor (reduce_sum). torch.empty_like of a template is a new dense tensor on
+# the template's device (gemmlab's) and that device's current stream, 1.2-1.5 us less than
+# A.new_empty((M, N), dtype=) with the free counted (session 22, H200: 3.4-3.8 us against 4.9-5.3,
+# on a slow host). A template's one element lives in CuPy's memory pool, not in torch's: made
+# while torch allocates from a private pool (torch.cuda.graph, torch.compile's CUDA graphs and
+# their warm-up runs), torch's would belong to that pool and be freed or reused under us.
+# (A template on the meta device, empty_like(..., device=) to make the output, costs 14 us.)
+# Bounded: a program with more output shapes than this rebuilds templates, tens of us each.
 _torch_outputs: dict = {}
 TORCH_OUTPUTS_KEPT = 256
 _cupy: dict = {}  # cupy.ndarray (None where it lacks the flags read here), dtypes, stream reader
@@ -73,12 +77,23 @@ def _new_c_type(dtype: str, out: str | None, beta: float, fp32, same):
     return None, None
 
 
-def _torch_template(M: int, N: int, dtype, like):
-    """The expanded one-element tensor whose empty_like is a new M x N `dtype` tensor on `like`'s
-    device: an expanded (stride 0) tensor is not dense, so empty_like gives it contiguous strides."""
+def _torch_template(key, shape: tuple, dtype, like):
+    """A template (see _torch_outputs) of `shape`, `dtype` on `like`'s device, kept under `key`; None
+    while the current stream is being captured (the caller allocates as before, and the template
+    is made on a later call). A 1 x 1 tensor expanded: empty_like keeps the strides of a dense
+    tensor, so a 1 x 1 output gets (1, 1), and gives an expanded (overlapping) one contiguous ones,
+    as new_empty would. Its memory is CuPy's, taken in over DLPack."""
+    import cupy
+    import torch
+
+    if torch.cuda.is_current_stream_capturing():
+        return None
+    with cupy.cuda.Device(like.get_device()):
+        raw = cupy.empty((1, dtype.itemsize), dtype=cupy.uint8)
+    one = torch.from_dlpack(raw).view(dtype)  # (1, 1), in no pool of torch's
     if len(_torch_outputs) >= TORCH_OUTPUTS_KEPT:
         _torch_outputs.clear()
-    template = _torch_outputs[(M, N, dtype)] = like.new_empty((), dtype=dtype).expand(M, N)
+    template = _torch_outputs[key] = one.expand(*shape) if shape else one.reshape(())
     return template
 
 
@@ -137,7 +152,9 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
         return NotImplemented
     if C is None:
         template = _torch_outputs.get((M, N, c_type))
-        result = _torch["empty_like"](template if template is not None else _torch_template(M, N, c_type, A))
+        if template is None:
+            template = _torch_template((M, N, c_type), (M, N), c_type, A)
+        result = _torch["empty_like"](template) if template is not None else A.new_empty((M, N), dtype=c_type)
     else:
         result = C
     ex.run(a, b, result.data_ptr(), alpha, beta, stream)
@@ -242,8 +259,8 @@ def torch_sum(x, impl, params):
         return NotImplemented
     template = _torch_outputs.get("sum")  # a 0-d fp32 tensor: empty_like of it, as for the GEMM outputs
     if template is None:
-        template = _torch_outputs["sum"] = x.new_empty(())
-    out = _torch["empty_like"](template)
+        template = _torch_template("sum", (), x.dtype, x)
+    out = _torch["empty_like"](template) if template is not None else x.new_empty(())
     ex.run(ptr, out.data_ptr(), stream)
     return out
 

@@ -177,7 +177,7 @@ class CublasGemm(FastGemm):
         # the library decides the same thing again on every call (9-18 us of host time): repeats
         # of a call replay its captured kernels instead
         self.call = GraphReplay(self.call)
-        self.run = self.call.run  # run(a, b, c, alpha, beta, stream) is the replay's own method (one call less)
+        self.run = self.call.run  # the replay's bound run: one call less each time (rebind if call changes)
         self.library_call = cublaslt.CALL if self.lt_refusal is None else self.CLASSIC_CALLS[kind]
         # an Lt algorithm with a workspace: one executor per stream (two streams never share it)
         self.owns_workspace = getattr(self.call, "workspace_bytes", 0) > 0

@@ -110,9 +110,8 @@ class GraphReplay:
                         self._hot = entry
                     try:
                         self._launch(entry[1], stream)
-                    except self._launch_error as exc:  # CUDARuntimeError: the runtime numbers it as the driver does
-                        raise LaunchError("cuGraphLaunch of a captured library call failed "
-                                          f"({error_name(exc.status)})") from exc
+                    except self._launch_error as exc:  # CUDARuntimeError, which names the runtime's error itself
+                        raise LaunchError(f"cuGraphLaunch of a captured library call failed ({exc})") from exc
                     self.replays += 1
                     self._last = key
                     return

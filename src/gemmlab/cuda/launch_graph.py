@@ -120,9 +120,8 @@ class LaunchGraph:
                     self.updates += 1
                 try:
                     self._launch(handle, stream)
-                except self._launch_error as exc:  # CUDARuntimeError: the runtime numbers it as the driver does
-                    raise LaunchError(f"{self.launches[0].name}: cuGraphLaunch failed "
-                                      f"({error_name(exc.status)})") from exc
+                except self._launch_error as exc:  # CUDARuntimeError, which names the runtime's error itself
+                    raise LaunchError(f"{self.launches[0].name}: cuGraphLaunch failed ({exc})") from exc
                 self.graph_launches += 1
                 return
         for launch in self.launches:
