@@ -77,24 +77,26 @@ def _new_c_type(dtype: str, out: str | None, beta: float, fp32, same):
     return None, None
 
 
-def _torch_template(key, shape: tuple, dtype, like):
-    """A template (see _torch_outputs) of `shape`, `dtype` on `like`'s device, kept under `key`; None
-    while the current stream is being captured (the caller allocates as before, and the template
-    is made on a later call). A 1 x 1 tensor expanded: empty_like keeps the strides of a dense
-    tensor, so a 1 x 1 output gets (1, 1), and gives an expanded (overlapping) one contiguous ones,
-    as new_empty would. Its memory is CuPy's, taken in over DLPack."""
+def _torch_new(key, shape: tuple, dtype, like):
+    """A new `shape` tensor of `dtype` on `like`'s device where `key` has no template yet (the hot
+    paths look the template up themselves): the template (see _torch_outputs) is made and kept, and
+    the tensor made from it; while the current stream is being captured none is made, and the
+    tensor comes from new_empty (the template then comes with a later call). A 1 x 1 tensor
+    expanded: empty_like keeps the strides of a dense tensor, so a 1 x 1 output gets (1, 1), and
+    gives an expanded (overlapping) one contiguous ones, as new_empty would. Its memory is CuPy's,
+    taken in over DLPack."""
     import cupy
     import torch
 
     if torch.cuda.is_current_stream_capturing():
-        return None
+        return like.new_empty(shape, dtype=dtype)
     with cupy.cuda.Device(like.get_device()):
         raw = cupy.empty((1, dtype.itemsize), dtype=cupy.uint8)
     one = torch.from_dlpack(raw).view(dtype)  # (1, 1), in no pool of torch's
     if len(_torch_outputs) >= TORCH_OUTPUTS_KEPT:
         _torch_outputs.clear()
     template = _torch_outputs[key] = one.expand(*shape) if shape else one.reshape(())
-    return template
+    return torch.empty_like(template)
 
 
 def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None = None):
@@ -152,9 +154,10 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
         return NotImplemented
     if C is None:
         template = _torch_outputs.get((M, N, c_type))
-        if template is None:
-            template = _torch_template((M, N, c_type), (M, N), c_type, A)
-        result = _torch["empty_like"](template) if template is not None else A.new_empty((M, N), dtype=c_type)
+        if template is not None:
+            result = _torch["empty_like"](template)
+        else:
+            result = _torch_new((M, N, c_type), (M, N), c_type, A)
     else:
         result = C
     ex.run(a, b, result.data_ptr(), alpha, beta, stream)
@@ -258,9 +261,7 @@ def torch_sum(x, impl, params):
     if not ex.fast:
         return NotImplemented
     template = _torch_outputs.get("sum")  # a 0-d fp32 tensor: empty_like of it, as for the GEMM outputs
-    if template is None:
-        template = _torch_template("sum", (), x.dtype, x)
-    out = _torch["empty_like"](template) if template is not None else x.new_empty(())
+    out = _torch["empty_like"](template) if template is not None else _torch_new("sum", (), x.dtype, x)
     ex.run(ptr, out.data_ptr(), stream)
     return out
 

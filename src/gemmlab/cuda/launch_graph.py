@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
+from collections import OrderedDict
 from typing import Hashable, Sequence
 
 from ..errors import LaunchError
@@ -86,7 +87,7 @@ class LaunchGraph:
         self.graph_launches = 0
         self.updates = 0
         # stream -> [graph exec, key it last launched, the exec as an int], least recently launched first
-        self._execs: dict[int, list] = {}
+        self._execs: OrderedDict[int, list] = OrderedDict()
         self._recent = None  # the stream launched on last (its entry is the dict's last)
         self._graph: list = []  # the built graph (kept: instantiated again for each new stream)
         self._nodes: list = []  # (node, its KernelNodeParams) in launch order
@@ -100,7 +101,7 @@ class LaunchGraph:
         if entry is None:
             entry = self._first_on(stream)
         elif stream != self._recent:  # another stream than last time: its entry becomes the most recent
-            self._execs[stream] = self._execs.pop(stream)
+            self._execs.move_to_end(stream)
             self._recent = stream
         if entry is not None:
             try:  # self._capturing(stream), inlined on the hot path
@@ -202,8 +203,7 @@ class LaunchGraph:
         if err:
             return self._off(f"cuGraphInstantiate: {error_name(err)}")
         if len(self._execs) >= STREAMS_KEPT:  # the least recently launched goes (more streams than this is rare)
-            oldest = next(iter(self._execs))
-            lib.cuGraphExecDestroy(self._execs.pop(oldest)[0])
+            lib.cuGraphExecDestroy(self._execs.popitem(last=False)[1][0])
         entry = self._execs[stream] = [exe, None, exe.value]  # None: no arguments copied in yet
         self._recent = stream
         return entry
