@@ -88,6 +88,33 @@ def test_explain_without_a_gpu(table, capsys):
         gemmlab.explain(op="conv", shape=(1,), gpu="GPU A")
 
 
+def test_use_tuning_drops_every_threads_executors(tmp_path, monkeypatch):
+    """Executors (and the plain calls' cache) are kept per thread and shape; a database named
+    later must reach shapes already called, in every thread, so use_tuning empties them all, and a
+    refused path empties nothing."""
+    import threading
+    import weakref
+
+    from gemmlab.api import core
+    from gemmlab.store import ResultStore
+
+    monkeypatch.delenv("GEMMLAB_DB", raising=False)
+    db = tmp_path / "tuned.db"
+    ResultStore(db)
+    here, there = ({"k": object()}, {"k": object()}), ({"k": object()}, {"k": object()})
+    other = threading.Thread(target=lambda: None)
+    monkeypatch.setattr(core, "_thread_caches", [(weakref.ref(threading.current_thread()), *here),
+                                                 (weakref.ref(other), *there)])
+    with pytest.raises(ValueError):
+        gemmlab.use_tuning(tmp_path / "missing.db")
+    assert all(d for d in here + there), "a refused path leaves every executor in place"
+    gemmlab.use_tuning(db)
+    assert not any(here + there), "every thread's executors and calls dropped"
+    here[0]["k"] = there[1]["k"] = object()
+    gemmlab.use_tuning(None)
+    assert not any(here + there), "and again when the database is put away"
+
+
 def test_use_tuning_only_when_named(tmp_path, monkeypatch):
     from gemmlab.store import ResultStore
 

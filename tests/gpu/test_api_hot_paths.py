@@ -1,4 +1,4 @@
-"""The plain calls' hot paths (api/calls.py): dense torch tensors and CuPy arrays are read
+"""The plain calls' hot paths (api/calls.py, api/sum_calls.py): dense torch tensors and CuPy arrays are read
 straight off the arrays and never reach the general path's Operand readers, and their results
 are right (fp64 references; a C given NaN-poisoned where beta == 0). The general path is made to fail here, so a call that silently fell back to
 it would fail the test rather than pass slowly."""
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gemmlab
-from gemmlab.api import calls
+from gemmlab.api import calls, core, frameworks, sum_calls
 from gemmlab.errors import BadArgumentError
 
 cp = pytest.importorskip("cupy")
@@ -19,7 +19,7 @@ def no_general_path(monkeypatch):
         raise AssertionError("the general path ran: the hot path refused this call")
 
     monkeypatch.setattr(calls, "gemm_operands", refuse)
-    monkeypatch.setattr(calls, "sum_operand", refuse)
+    monkeypatch.setattr(sum_calls, "sum_operand", refuse)
 
 
 def _ref(A, B, C0=None, alpha=1.0, beta=0.0):
@@ -162,7 +162,7 @@ def test_a_first_call_inside_a_capture_keeps_no_template_of_the_capture_pool():
     A = torch.randn(72, 40, device="cuda", dtype=torch.bfloat16)
     B = torch.randn(40, 56, device="cuda", dtype=torch.bfloat16)
     key = (72, 56, torch.float32)
-    calls._torch_outputs.pop(key, None)
+    frameworks.torch_outputs.pop(key, None)
     gemmlab.hgemm(torch.randn(8, 8, device="cuda", dtype=torch.bfloat16),
                   torch.randn(8, 8, device="cuda", dtype=torch.bfloat16))  # the path warmed, not this shape
     side = torch.cuda.Stream()
@@ -173,15 +173,98 @@ def test_a_first_call_inside_a_capture_keeps_no_template_of_the_capture_pool():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         C = gemmlab.hgemm(A, B)
-    assert key not in calls._torch_outputs, "no template cached while capturing"
+    assert key not in frameworks.torch_outputs, "no template cached while capturing"
     graph.replay()
     torch.cuda.synchronize()
     assert torch.allclose(C, torch.mm(A, B, out_dtype=torch.float32), rtol=1e-3, atol=1e-3)
     del graph
     C2 = gemmlab.hgemm(A, B)
-    template = calls._torch_outputs[key]
+    template = frameworks.torch_outputs[key]
     assert C2.is_contiguous()
     ptr = template.data_ptr()
     torch_segments = [(s["address"], s["address"] + s["total_size"]) for s in torch.cuda.memory_snapshot()]
     assert not any(lo <= ptr < hi for lo, hi in torch_segments), "the template's element is not torch's memory"
     assert any(lo <= C2.data_ptr() < hi for lo, hi in torch_segments), "(the check sees torch's own outputs)"
+
+
+@pytest.mark.parametrize("family", ["torch", "cupy"])
+def test_a_warm_call_still_checks_what_each_call_passes(family):
+    """Once a shape is in the thread's cache of calls (keyed by types, shape, layout and C type, not
+    by the scalars or C's address), every call is still checked: a beta != 0 without C is refused
+    in one line, a C of the wrong shape too, a misaligned C goes to the general path, another
+    layout of B or another C type gets its own entry, and the scalars are the call's own."""
+    M, N, K = 96, 80, 64
+    if family == "torch":
+        A = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        W = torch.randn(N, K, device="cuda", dtype=torch.float16)
+        B = W.T.contiguous()
+        host = lambda x: x.double().cpu().numpy()
+        C0 = torch.randn(M, N, device="cuda")
+        full = lambda shape, dt: torch.full(shape, float("nan"), device="cuda", dtype=dt)
+        f16, f32 = torch.float16, torch.float32
+        misaligned = torch.empty(M * N + 1, device="cuda")[1:].view(M, N)
+    else:
+        rng = cp.random.default_rng(9)
+        A = rng.uniform(-1, 1, (M, K), dtype=cp.float32).astype(cp.float16)
+        W = rng.uniform(-1, 1, (N, K), dtype=cp.float32).astype(cp.float16)
+        B = cp.ascontiguousarray(W.T)
+        host = lambda x: cp.asnumpy(x).astype(np.float64)
+        C0 = rng.uniform(-1, 1, (M, N), dtype=cp.float32)
+        full = lambda shape, dt: cp.full(shape, cp.nan, dtype=dt)
+        f16, f32 = cp.float16, cp.float32
+        misaligned = cp.empty(M * N + 1, dtype=cp.float32)[1:].reshape(M, N)
+    ref = host(A) @ host(B)
+    rel = lambda X, want: float(np.linalg.norm(host(X) - want) / np.linalg.norm(want))
+    C = full((M, N), f32)
+    for _ in range(3):  # made, then served by the cache
+        assert rel(gemmlab.hgemm(A, B), ref) < 1e-5
+        assert gemmlab.hgemm(A, B, C) is C and rel(C, ref) < 1e-5
+    keys = [k for k in core._thread.hot_calls if k[:5] == ("hgemm", A.dtype, M, N, K)]
+    assert len(keys) == 2, keys
+    with pytest.raises(BadArgumentError, match="beta != 0 needs C"):
+        gemmlab.hgemm(A, B, beta=0.5)
+    with pytest.raises(BadArgumentError, match=f"C is {M}x{N - 1}"):
+        gemmlab.hgemm(A, B, full((M, N - 1), f32))
+    C1 = C0.copy() if family == "cupy" else C0.clone()
+    assert gemmlab.hgemm(A, B, C1, alpha=0.5, beta=-1.5) is C1
+    assert rel(C1, 0.5 * ref - 1.5 * host(C0)) < 1e-5, "the call's own alpha and beta"
+    misaligned[...] = C0
+    gemmlab.hgemm(A, B, misaligned, beta=1.0)
+    assert rel(misaligned, ref + host(C0)) < 1e-5, "a misaligned C, through the general path"
+    assert rel(gemmlab.hgemm(A, W.T), ref) < 1e-5, "B as a transposed view: an entry of its own"
+    C16 = full((M, N), f16)
+    assert gemmlab.hgemm(A, B, C16) is C16 and rel(C16, ref) < 2e-3
+    assert gemmlab.hgemm(A, B, out_dtype="fp16").dtype == f16
+
+
+def test_use_tuning_makes_every_thread_decide_again():
+    """Executors are kept per thread; use_tuning empties every thread's, the calls' cache with
+    them, so a shape called before in any thread decides again (with the database now named)."""
+    import threading
+
+    A = torch.randn(72, 40, device="cuda")
+    B = torch.randn(40, 56, device="cuda")
+    ref = (A.double() @ B.double()).cpu().numpy()
+    seen, go, done = {}, threading.Event(), threading.Event()
+
+    def other():
+        gemmlab.sgemm(A, B)
+        seen["caches"] = (core._thread.executors, core._thread.hot_calls)
+        seen["before"] = len(core._thread.executors)
+        done.set()
+        go.wait(60)
+        seen["after"] = gemmlab.sgemm(A, B).double().cpu().numpy()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    assert done.wait(60)
+    gemmlab.sgemm(A, B)
+    assert seen["before"] >= 1 and core._thread.executors
+    gemmlab.use_tuning(None)
+    assert not core._thread.executors and not core._thread.hot_calls
+    assert not any(seen["caches"]), "the other thread's executors and calls are dropped too"
+    go.set()
+    worker.join(60)
+    C = gemmlab.sgemm(A, B)
+    assert np.allclose(C.double().cpu().numpy(), ref, rtol=1e-4, atol=1e-4)
+    assert np.allclose(seen["after"], ref, rtol=1e-4, atol=1e-4) and core._thread.executors

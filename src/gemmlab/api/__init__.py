@@ -12,9 +12,8 @@ import sys
 from dataclasses import replace
 from typing import Any, Mapping
 
-from . import calls, checks, core
+from . import calls, checks, core, sum_calls, tuning
 from .plans import Matmul, Sum
-from .tuning import use_tuning
 
 DEFAULT_REDUCE = "single_pass"  # the fallback where no table speaks: one launch, deterministic
 
@@ -72,7 +71,15 @@ def reduce_sum(x: Any, impl: str | None = None, params: Mapping[str, int] | None
     `single_pass` is bitwise reproducible, `tile_queue` hands tiles out dynamically (its rounding,
     not its bound, may differ between launches).
     """
-    return calls.reduce_sum(x, impl, params)
+    return sum_calls.reduce_sum(x, impl, params)
+
+
+def use_tuning(path: Any) -> None:
+    """Use the results database at `path` (written by `gemmlab tune`) for kernel parameters from now
+    on; None stops using one. A path that is not a gemmlab results database raises ValueError.
+    Every thread's executors are dropped, so a shape already called decides again with it."""
+    tuning.use_tuning(path)
+    core.forget_executors()
 
 
 def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = None, shape: tuple | None = None,

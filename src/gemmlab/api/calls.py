@@ -1,4 +1,4 @@
-"""The bodies of the plain calls (gemmlab.sgemm, hgemm, bgemm, reduce_sum): hot paths for plain
+"""The bodies of the plain GEMM calls (gemmlab.sgemm, hgemm, bgemm; reduce_sum is api/sum_calls.py): hot paths for plain
 dense torch tensors and CuPy arrays that read everything straight off the arrays, and the
 general path for every other input (other producers, subclasses, strided or misaligned arrays,
 empty dimensions, anything a hot path does not take).
@@ -10,43 +10,10 @@ from __future__ import annotations
 
 import sys
 
-from .checks import gemm_operands, layout_of, out_name, output_operand, sum_operand
-from .core import _state, executor, setup
-from .operands import copy_into, densify, new_output, result, scale, torch_stream_reader
-
-_torch: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-stream accessor (set once)
-# Templates of the hot paths' new outputs: (M, N, torch dtype) -> a 1 x 1 tensor expanded to M x N,
-# "sum" -> a 0-d fp32 tensor (reduce_sum). torch.empty_like of a template is a new dense tensor on
-# the template's device (gemmlab's) and that device's current stream, 1.2-1.5 us less than
-# A.new_empty((M, N), dtype=) with the free counted (session 22, H200: 3.4-3.8 us against 4.9-5.3,
-# on a slow host). A template's one element lives in CuPy's memory pool, not in torch's: made
-# while torch allocates from a private pool (torch.cuda.graph, torch.compile's CUDA graphs and
-# their warm-up runs), torch's would belong to that pool and be freed or reused under us.
-# (A template on the meta device, empty_like(..., device=) to make the output, costs 14 us.)
-# Bounded: a program with more output shapes than this rebuilds templates, tens of us each.
-_torch_outputs: dict = {}
-TORCH_OUTPUTS_KEPT = 256
-_cupy: dict = {}  # cupy.ndarray (None where it lacks the flags read here), dtypes, stream reader
-
-
-def _torch_setup() -> None:
-    import torch
-
-    _torch.update(tensor=torch.Tensor, f32=torch.float32, stream=torch_stream_reader(), empty_like=torch.empty_like,
-                  dtypes={"sgemm": {torch.float32: "fp32"},
-                          "hgemm": {torch.float32: "tf32", torch.float16: "fp16", torch.bfloat16: "bf16"}})
-
-
-def _cupy_setup() -> None:
-    import cupy
-    import numpy as np
-
-    f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
-    # _c_contiguous / _f_contiguous: the flags CuPy keeps on every array (x.flags builds an object)
-    nd = cupy.ndarray if hasattr(cupy.ndarray, "_c_contiguous") and hasattr(cupy.ndarray, "_f_contiguous") else None
-    _cupy.update(ndarray=nd, f32=f32, stream=cupy.cuda.get_current_stream,
-                 dtypes={"sgemm": {f32: "fp32"}, "hgemm": {f32: "tf32", f16: "fp16"}})
-
+from .checks import gemm_operands, layout_of, out_name, output_operand
+from .core import MAX_EXECUTORS, _state, _thread, executor, setup
+from .frameworks import cupy_refs, new_torch_output, setup_cupy, setup_torch, torch_outputs, torch_refs
+from .operands import copy_into, densify, new_output, result, scale
 
 def _transposed(x) -> bool | None:
     """False for a contiguous 2-D tensor; True for a transposed view (the transpose of a
@@ -77,44 +44,24 @@ def _new_c_type(dtype: str, out: str | None, beta: float, fp32, same):
     return None, None
 
 
-def _torch_new(key, shape: tuple, dtype, like):
-    """A new `shape` tensor of `dtype` on `like`'s device where `key` has no template yet (the hot
-    paths look the template up themselves): the template (see _torch_outputs) is made and kept, and
-    the tensor made from it; while the current stream is being captured none is made, and the
-    tensor comes from new_empty (the template then comes with a later call). A 1 x 1 tensor
-    expanded: empty_like keeps the strides of a dense tensor, so a 1 x 1 output gets (1, 1), and
-    gives an expanded (overlapping) one contiguous ones, as new_empty would. Its memory is CuPy's,
-    taken in over DLPack."""
-    import cupy
-    import torch
-
-    if torch.cuda.is_current_stream_capturing():
-        return like.new_empty(shape, dtype=dtype)
-    with cupy.cuda.Device(like.get_device()):
-        raw = cupy.empty((1, dtype.itemsize), dtype=cupy.uint8)
-    one = torch.from_dlpack(raw).view(dtype)  # (1, 1), in no pool of torch's
-    if len(_torch_outputs) >= TORCH_OUTPUTS_KEPT:
-        _torch_outputs.clear()
-    template = _torch_outputs[key] = one.expand(*shape) if shape else one.reshape(())
-    return torch.empty_like(template)
-
-
 def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None = None):
     """The hot path for plain torch tensors: everything read straight off the tensors, no Operand
-    objects, one executor lookup, one launch. Returns NotImplemented for anything unusual (other
-    devices, strided or misaligned tensors, empty or wrong shapes, a C type the inputs do not
-    give, a runner-path implementation), which the general path then handles - or refuses with
-    its one-line errors. `out`: out_name's C type, None for C's own (fp32 without C)."""
-    t = _torch.get("tensor")
+    objects, one lookup in this thread's cache of calls, one launch. Returns NotImplemented for
+    anything unusual (other devices, strided or misaligned tensors, empty or wrong shapes, a C
+    type the inputs do not give, a runner-path implementation), which the general path then
+    handles - or refuses with its one-line errors. `out`: out_name's C type, None for C's own
+    (fp32 without C). A call's first time through (and any with `params`) goes through
+    _torch_first, which decides, checks the types and keeps what the next call needs."""
+    t = torch_refs.get("tensor")
     if t is None:
         if "torch" not in sys.modules:
             return NotImplemented
-        _torch_setup()
-        t = _torch["tensor"]
-    if type(A) is not t or type(B) is not t or (C is not None and type(C) is not t):
+        setup_torch()
+        t = torch_refs["tensor"]
+    if type(A) is not t or type(B) is not t:
         return NotImplemented
-    dtype = _torch["dtypes"][op_name].get(A.dtype)
-    if dtype is None or B.dtype is not A.dtype:
+    dt = A.dtype
+    if B.dtype is not dt:
         return NotImplemented
     try:  # two dimensions each (unpacking checks the rank for less than A.dim() and B.dim() cost)
         M, K = A.shape
@@ -134,45 +81,92 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
         return NotImplemented
     alpha, beta = float(alpha), float(beta)
     if C is None:
-        c_type, out = _new_c_type(dtype, out, beta, _torch["f32"], A.dtype)
-        if c_type is None:
+        if beta != 0.0:  # refused in one line by the general path
             return NotImplemented
+        key = (op_name, dt, M, N, K, ta, tb, out, impl)
     else:
-        if C.dtype is _torch["f32"]:
-            c_out = "fp32"
-        elif C.dtype is A.dtype:  # not fp32, so 16-bit hgemm inputs: a C of their type
-            c_out = dtype
-        else:
+        if type(C) is not t or C.shape != (M, N) or not C.is_contiguous() or C.get_device() != device:
             return NotImplemented
-        if (out is not None and out != c_out) or C.shape != (M, N) or not C.is_contiguous() \
-                or C.data_ptr() & 15 or C.get_device() != device:
-            return NotImplemented
-        out = c_out
-    stream = _torch["stream"](device)
-    ex = executor(op_name, dtype, (M, N, K), impl, params, stream, (ta, tb), out)
-    if not ex.fast:
+        key = (op_name, dt, M, N, K, ta, tb, out, impl, C.dtype)
+    stream = torch_refs["stream"](device)
+    entry = None if params else _thread.hot_calls.get(key)
+    if entry is None or (entry[0].owns_workspace and entry[0].stream != stream):
+        return _torch_first(op_name, key, A, C, alpha, beta, params, stream, a, b)
+    ex, template = entry
+    result = C if template is None else torch_refs["empty_like"](template)
+    c = result.data_ptr()
+    if c & 15:
         return NotImplemented
+    ex.run(a, b, c, alpha, beta, stream)
+    return result
+
+
+def _decided(op_name: str, key: tuple, refs: dict, C, beta: float, params, stream: int):
+    """(executor, a new C's type or None) for a call the hot paths' cache cannot serve, or None where
+    the hot path passes it on: the inputs' type decided from `refs` (torch's or CuPy's), C's type
+    checked (fp32, or the 16-bit inputs' own), the executor looked up (one per stream where it owns
+    a workspace)."""
+    _, dt, M, N, K, ta, tb, out, impl = key[:9]
+    dtype = refs["dtypes"][op_name].get(dt)
+    if dtype is None:
+        return None
+    c_type = None
     if C is None:
-        template = _torch_outputs.get((M, N, c_type))
-        if template is not None:
-            result = _torch["empty_like"](template)
+        c_type, out = _new_c_type(dtype, out, beta, refs["f32"], dt)
+        if c_type is None:
+            return None
+    else:  # an fp32 C, or one of the inputs' own type where that is not fp32 (16-bit hgemm inputs)
+        c_out = "fp32" if C.dtype == refs["f32"] else (dtype if C.dtype == dt else None)
+        if c_out is None or (out is not None and out != c_out):
+            return None
+        out = c_out
+    ex = executor(op_name, dtype, (M, N, K), impl, params, stream, (ta, tb), out)
+    return (ex, c_type) if ex.fast else None
+
+
+def _torch_first(op_name: str, key: tuple, A, C, alpha, beta, params, stream: int, a: int, b: int):
+    """torch_gemm for a call its cache cannot serve: decided (_decided), the output template made,
+    and (without `params`) all of it kept under `key` for the next call."""
+    decided = _decided(op_name, key, torch_refs, C, beta, params, stream)
+    if decided is None:
+        return NotImplemented
+    ex, c_type = decided
+    template = None
+    if C is None:
+        M, N = key[2], key[3]
+        template = torch_outputs.get((M, N, c_type))
+        if template is None:
+            result = new_torch_output((M, N, c_type), (M, N), c_type, A)
+            template = torch_outputs.get((M, N, c_type))  # None while capturing: nothing kept
         else:
-            result = _torch_new((M, N, c_type), (M, N), c_type, A)
+            result = torch_refs["empty_like"](template)
     else:
         result = C
-    ex.run(a, b, result.data_ptr(), alpha, beta, stream)
+    c = result.data_ptr()
+    if c & 15:
+        return NotImplemented
+    if not params and (C is not None or template is not None):
+        _keep(key, (ex, template))
+    ex.run(a, b, c, alpha, beta, stream)
     return result
+
+
+def _keep(key: tuple, entry: tuple) -> None:
+    """One entry of this thread's cache of calls (bounded as the executors are)."""
+    cache = _thread.hot_calls
+    if len(cache) >= MAX_EXECUTORS:
+        cache.clear()
+    cache[key] = entry
 
 
 def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None = None):
     """The hot path for plain CuPy arrays, as torch_gemm: C order or F order (a transposed view),
     16-byte aligned, on gemmlab's GPU, CuPy's current stream; NotImplemented for anything else."""
-    nd = _cupy["ndarray"]
-    if nd is None or type(A) is not nd or type(B) is not nd or (C is not None and type(C) is not nd):
+    nd = cupy_refs["ndarray"]
+    if nd is None or type(A) is not nd or type(B) is not nd or A.ndim != 2 or B.ndim != 2:
         return NotImplemented
-    dtypes = _cupy["dtypes"][op_name]
-    dtype = dtypes.get(A.dtype)
-    if dtype is None or dtypes.get(B.dtype) != dtype or A.ndim != 2 or B.ndim != 2:
+    dt = A.dtype
+    if B.dtype != dt:
         return NotImplemented
     M, K = A.shape
     K2, N = B.shape
@@ -187,20 +181,33 @@ def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None 
         return NotImplemented
     alpha, beta = float(alpha), float(beta)
     if C is None:
-        c_type, out = _new_c_type(dtype, out, beta, _cupy["f32"], A.dtype)
-        if c_type is None:
+        if beta != 0.0:
             return NotImplemented
+        key = (op_name, dt, M, N, K, ta, tb, out, impl)
     else:
-        c_out = "fp32" if C.dtype == _cupy["f32"] else (dtype if C.dtype == A.dtype and dtype == "fp16" else None)
-        if c_out is None or (out is not None and out != c_out) or C.shape != (M, N) or not C._c_contiguous \
-                or C.data.ptr & 15 or C.data.device_id != device:
+        if type(C) is not nd or C.shape != (M, N) or not C._c_contiguous or C.data.ptr & 15 \
+                or C.data.device_id != device:
             return NotImplemented
-        out = c_out
-    stream = _cupy["stream"]().ptr
-    ex = executor(op_name, dtype, (M, N, K), impl, params, stream, (ta, tb), out)
-    if not ex.fast:
+        key = (op_name, dt, M, N, K, ta, tb, out, impl, C.dtype)
+    stream = cupy_refs["stream"]().ptr
+    entry = None if params else _thread.hot_calls.get(key)
+    if entry is None or (entry[0].owns_workspace and entry[0].stream != stream):
+        return _cupy_first(op_name, key, C, alpha, beta, params, stream, a, b)
+    ex, c_type = entry
+    result = C if c_type is None else nd((M, N), c_type)  # cupy.empty: CuPy's pool, current device
+    ex.run(a, b, result.data.ptr, alpha, beta, stream)
+    return result
+
+
+def _cupy_first(op_name: str, key: tuple, C, alpha, beta, params, stream: int, a: int, b: int):
+    """cupy_gemm for a call its cache cannot serve, as _torch_first."""
+    decided = _decided(op_name, key, cupy_refs, C, beta, params, stream)
+    if decided is None:
         return NotImplemented
-    result = C if C is not None else nd((M, N), c_type)  # cupy.empty: CuPy's pool, current device
+    ex, c_type = decided
+    if not params:
+        _keep(key, decided)
+    result = C if C is not None else cupy_refs["ndarray"]((key[2], key[3]), c_type)
     ex.run(a, b, result.data.ptr, alpha, beta, stream)
     return result
 
@@ -209,12 +216,12 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
     """C = alpha*A@B + beta*C through this thread's executor; a strided C through a dense copy.
     `out_dtype` (hgemm): C's type for a new C (fp32 by default, or the 16-bit input type)."""
     setup()
-    out_type = out_name(out_dtype)
+    out_type = None if out_dtype is None else out_name(out_dtype)
     if op_name != "bgemm":
         done = torch_gemm(op_name, A, B, C, alpha, beta, impl, params, out_type)
         if done is NotImplemented:
-            if not _cupy:
-                _cupy_setup()
+            if not cupy_refs:
+                setup_cupy()
             done = cupy_gemm(op_name, A, B, C, alpha, beta, impl, params, out_type)
         if done is not NotImplemented:
             return done
@@ -244,64 +251,3 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
     if c is not out:
         copy_into(out, c)
     return C if C is not None else result(out)
-
-
-def torch_sum(x, impl, params):
-    """The hot path of reduce_sum for a plain, dense fp32 torch tensor (NotImplemented otherwise)."""
-    t = _torch.get("tensor")
-    if t is None or type(x) is not t or x.dtype is not _torch["f32"] or not x.is_contiguous():
-        return NotImplemented
-    n = x.numel()
-    ptr = x.data_ptr()
-    device = _state["device"]
-    if not n or ptr & 15 or x.get_device() != device:
-        return NotImplemented
-    stream = _torch["stream"](device)
-    ex = executor("reduce", "fp32", (n,), impl, params, stream)
-    if not ex.fast:
-        return NotImplemented
-    template = _torch_outputs.get("sum")  # a 0-d fp32 tensor: empty_like of it, as for the GEMM outputs
-    out = _torch["empty_like"](template) if template is not None else _torch_new("sum", (), x.dtype, x)
-    ex.run(ptr, out.data_ptr(), stream)
-    return out
-
-
-def cupy_sum(x, impl, params):
-    """The hot path of reduce_sum for a plain, dense fp32 CuPy array (NotImplemented otherwise)."""
-    nd = _cupy["ndarray"]
-    if nd is None or type(x) is not nd or x.dtype != _cupy["f32"] or not x._c_contiguous:
-        return NotImplemented
-    n = x.size
-    ptr = x.data.ptr
-    device = _state["device"]
-    if not n or ptr & 15 or x.data.device_id != device:
-        return NotImplemented
-    stream = _cupy["stream"]().ptr
-    ex = executor("reduce", "fp32", (n,), impl, params, stream)
-    if not ex.fast:
-        return NotImplemented
-    out = nd((), _cupy["f32"])
-    ex.run(ptr, out.data.ptr, stream)
-    return out
-
-
-def reduce_sum(x, impl, params):
-    setup()
-    if "tensor" not in _torch and "torch" in sys.modules:
-        _torch_setup()
-    done = torch_sum(x, impl, params)
-    if done is NotImplemented:
-        if not _cupy:
-            _cupy_setup()
-        done = cupy_sum(x, impl, params)
-    if done is not NotImplemented:
-        return done
-    op = sum_operand(x, "reduce_sum")
-    n = op.size()
-    if n == 0:
-        return result(new_output(op, (), zeros=True))
-    out = new_output(op, ())
-    if not op.dense:
-        op = densify(op)
-    executor("reduce", "fp32", (n,), impl, params, op.stream).run_operands(op, out, op.stream)
-    return result(out)

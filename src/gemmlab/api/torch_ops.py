@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from . import calls
+from . import calls, sum_calls
 
 
 @torch.library.custom_op("gemmlab::sgemm", mutates_args=())
@@ -41,7 +41,7 @@ def bgemm(A: torch.Tensor, B: torch.Tensor, C: Optional[torch.Tensor] = None, al
 @torch.library.custom_op("gemmlab::reduce_sum", mutates_args=())
 def reduce_sum(x: torch.Tensor) -> torch.Tensor:
     """The fp32 sum of every element of x, as a 0-d tensor."""
-    return calls.reduce_sum(x, None, None)
+    return sum_calls.reduce_sum(x, None, None)
 
 
 def _gemm(op: str, A, B, C, alpha, beta, out_dtype=None):
