@@ -91,8 +91,8 @@ def test_explain_without_a_gpu(table, capsys):
 def test_use_tuning_drops_every_threads_executors(tmp_path, monkeypatch):
     """Executors (and the plain calls' cache) are kept per thread and shape; a database named
     later must reach shapes already called, in every thread, so use_tuning empties them all, and a
-    refused path empties nothing."""
-    import threading
+    refused path empties nothing. The set of caches holds them weakly: a thread's go with it."""
+    import gc
     import weakref
 
     from gemmlab.api import core
@@ -101,18 +101,20 @@ def test_use_tuning_drops_every_threads_executors(tmp_path, monkeypatch):
     monkeypatch.delenv("GEMMLAB_DB", raising=False)
     db = tmp_path / "tuned.db"
     ResultStore(db)
-    here, there = ({"k": object()}, {"k": object()}), ({"k": object()}, {"k": object()})
-    other = threading.Thread(target=lambda: None)
-    monkeypatch.setattr(core, "_thread_caches", [(weakref.ref(threading.current_thread()), *here),
-                                                 (weakref.ref(other), *there)])
+    caches = [core.ThreadCache(k=object()) for _ in range(4)]
+    registry = weakref.WeakValueDictionary((id(c), c) for c in caches)
+    monkeypatch.setattr(core, "_thread_caches", registry)
     with pytest.raises(ValueError):
         gemmlab.use_tuning(tmp_path / "missing.db")
-    assert all(d for d in here + there), "a refused path leaves every executor in place"
+    assert all(caches), "a refused path leaves every executor in place"
     gemmlab.use_tuning(db)
-    assert not any(here + there), "every thread's executors and calls dropped"
-    here[0]["k"] = there[1]["k"] = object()
+    assert not any(caches), "every thread's executors and calls dropped"
+    caches[0]["k"] = caches[3]["k"] = object()
     gemmlab.use_tuning(None)
-    assert not any(here + there), "and again when the database is put away"
+    assert not any(caches), "and again when the database is put away"
+    del caches[2:]
+    gc.collect()
+    assert len(registry) == 2, "a thread's caches, gone with it, leave the set"
 
 
 def test_use_tuning_only_when_named(tmp_path, monkeypatch):

@@ -22,9 +22,17 @@ _compile_lock = threading.Lock()
 _state: dict[str, Any] = {}
 _runners: dict[tuple, Any] = {}
 _thread = threading.local()
-# (the thread, weakly; its executors; its plain calls' cache) for every thread set up: use_tuning
-# empties them all, so no thread keeps running what the database now named would change
-_thread_caches: list[tuple] = []
+
+
+class ThreadCache(dict):
+    """A thread's executors, or its plain calls' cache: a dict that can be referred to weakly."""
+
+    __slots__ = ("__weakref__",)
+
+
+# Every live thread's caches by id, held weakly (they go with their thread): use_tuning empties them
+# all, so no thread keeps running what the database now named would change.
+_thread_caches: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 MAX_EXECUTORS = 512  # per thread: enough for every shape a program cycles through
 
 
@@ -59,11 +67,11 @@ def setup() -> dict:
         from ..cuda.launcher import ensure_context
 
         ensure_context(state["context"])
-        _thread.executors = {}
-        _thread.hot_calls = {}  # the plain calls' own cache (api/calls.py), dropped with the executors
+        _thread.executors = ThreadCache()
+        _thread.hot_calls = ThreadCache()  # the plain calls' own cache (api/calls.py), dropped with the executors
         with _setup_lock:
-            _thread_caches[:] = [c for c in _thread_caches if c[0]() is not None]
-            _thread_caches.append((weakref.ref(threading.current_thread()), _thread.executors, _thread.hot_calls))
+            for cache in (_thread.executors, _thread.hot_calls):
+                _thread_caches[id(cache)] = cache
         _thread.context = state["context"]
     return state
 
@@ -72,9 +80,8 @@ def forget_executors() -> None:
     """Every thread's executors dropped (use_tuning): the next call of each shape decides again,
     with the database now named. A thread's call under way keeps the executor it holds."""
     with _setup_lock:
-        for _, executors, hot_calls in _thread_caches:
-            executors.clear()
-            hot_calls.clear()
+        for cache in list(_thread_caches.values()):
+            cache.clear()
 
 
 def compiled_runner(op_name: str, impl: Any, params: Mapping[str, int] | None, dtype: str, problem=None):
