@@ -245,6 +245,20 @@ def test_a_16bit_c_of_another_type_is_one_line(dtype, out):
         gemmlab.explain(op=op, shape=(64, 64, 64), dtype=dtype, gpu="GPU A", arch="sm_90", out_dtype=out)
 
 
+@pytest.mark.parametrize("impl, params, needle", [(["cublas"], None, "impl must be"), (3, None, "impl must be"),
+                                                    (None, [("BN", 64)], "params must be"), (None, "BN=64", "params must be")])
+def test_an_impl_or_params_of_another_kind_is_one_line(impl, params, needle):
+    """impl and params key the executor and call caches: a list (unhashable) or a string of params
+    must be refused in one line before either is looked up, not raise a TypeError from a dict."""
+    from gemmlab.api import checks
+
+    with pytest.raises(ValueError, match=needle) as info:
+        checks.check_choice(impl, params, "gemmlab.sgemm")
+    assert "\n" not in str(info.value) and str(info.value).startswith("gemmlab.sgemm: ")
+    checks.check_choice("cublas", {"BN": 64}, "gemmlab.sgemm")  # the right kinds pass
+    checks.check_choice(None, None, "gemmlab.sgemm")
+
+
 @pytest.mark.parametrize("value", ["int8", "fp8", 3])
 def test_an_unknown_out_dtype_is_one_line(value):
     with pytest.raises(BadArgumentError, match="out_dtype must be"):

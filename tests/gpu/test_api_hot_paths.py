@@ -129,6 +129,10 @@ def test_what_the_cupy_hot_path_passes_on_is_refused_in_one_line():
         (lambda: gemmlab.sgemm(A16, B16), "dtype float16"),
         (lambda: gemmlab.hgemm(A16, B32), "both must have one dtype"),
         (lambda: gemmlab.sgemm(A32.reshape(4, 16, 32), B32), "must be 2-D"),
+        (lambda: gemmlab.sgemm(A32, B32, impl=["cublas"]), "impl must be an implementation's name"),
+        (lambda: gemmlab.hgemm(A16, B16, params=[("BN", 64)]), "params must be a mapping"),
+        (lambda: gemmlab.reduce_sum(A32, impl=1), "impl must be"),
+        (lambda: gemmlab.Matmul(A32, B32, impl=("cublas",)), "impl must be"),
     ]
     wrong = []
     for call, text in cases:

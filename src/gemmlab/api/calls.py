@@ -1,7 +1,7 @@
-"""The bodies of the plain GEMM calls (gemmlab.sgemm, hgemm, bgemm; reduce_sum is api/sum_calls.py): hot paths for plain
-dense torch tensors and CuPy arrays that read everything straight off the arrays, and the
-general path for every other input (other producers, subclasses, strided or misaligned arrays,
-empty dimensions, anything a hot path does not take).
+"""The bodies of the plain GEMM calls (gemmlab.sgemm, hgemm, bgemm; reduce_sum's is api/sum_calls.py):
+hot paths for plain dense torch tensors and CuPy arrays that read everything straight off the
+arrays, and the general path for every other input (other producers, subclasses, strided or
+misaligned arrays, empty dimensions, anything a hot path does not take).
 
 Why two hot paths and not one reader: a plain call at 512^3 runs a 7 us kernel, so every
 microsecond of host time shows in a loop of calls. Reading a CuPy array through an Operand
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from .checks import gemm_operands, layout_of, out_name, output_operand
+from .checks import check_choice, gemm_operands, layout_of, out_name, output_operand
 from .core import MAX_EXECUTORS, _state, _thread, executor, setup
 from .frameworks import cupy_refs, new_torch_output, setup_cupy, setup_torch, torch_outputs, torch_refs
 from .operands import copy_into, densify, new_output, result, scale
+
 
 def _transposed(x) -> bool | None:
     """False for a contiguous 2-D tensor; True for a transposed view (the transpose of a
@@ -216,6 +217,8 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
     """C = alpha*A@B + beta*C through this thread's executor; a strided C through a dense copy.
     `out_dtype` (hgemm): C's type for a new C (fp32 by default, or the 16-bit input type)."""
     setup()
+    if impl is not None or params is not None:
+        check_choice(impl, params, caller)
     out_type = None if out_dtype is None else out_name(out_dtype)
     if op_name != "bgemm":
         done = torch_gemm(op_name, A, B, C, alpha, beta, impl, params, out_type)

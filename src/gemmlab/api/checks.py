@@ -4,12 +4,23 @@ checked (dtype, rank, shape, device), the GEMM op an array implies, and C's type
 BadArgumentError line."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..errors import BadArgumentError
 from .core import _state
 from .operands import DTYPE_TEXT as DTYPE_NAMES
 from .operands import Operand, check, new_output, read, shape_text, transposed
 
 GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
+
+
+def check_choice(impl, params, caller: str) -> None:
+    """`impl` an implementation's name and `params` a mapping of parameter names to values, or
+    None: anything else refused in one line here, before a cache is keyed on them."""
+    if impl is not None and not isinstance(impl, str):
+        raise BadArgumentError(f"{caller}: impl must be an implementation's name (a str), not {impl!r}")
+    if params is not None and not isinstance(params, Mapping):
+        raise BadArgumentError(f"{caller}: params must be a mapping of parameter names to values, not {params!r}")
 
 
 def gemm_op_of(A, caller: str) -> str:

@@ -86,6 +86,7 @@ class Matmul(_Plan):
     def __init__(self, A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, impl: str | None = None,
                  params: Mapping[str, int] | None = None, op: str | None = None, out_dtype=None):
         core.setup()
+        checks.check_choice(impl, params, "gemmlab.Matmul")
         if op is None:
             op = checks.gemm_op_of(A, "gemmlab.Matmul")
         if op not in checks.GEMM_DTYPES:
@@ -144,6 +145,7 @@ class Sum(_Plan):
 
     def __init__(self, x, *, impl: str | None = None, params: Mapping[str, int] | None = None):
         core.setup()
+        checks.check_choice(impl, params, self.caller)
         op = checks.sum_operand(x, self.caller)
         n = op.size()
         if n == 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from .checks import sum_operand
+from .checks import check_choice, sum_operand
 from .core import _state, executor, setup
 from .frameworks import cupy_refs, new_torch_output, setup_cupy, setup_torch, torch_outputs, torch_refs
 from .operands import densify, new_output, result
@@ -52,6 +52,8 @@ def cupy_sum(x, impl, params):
 
 def reduce_sum(x, impl, params):
     setup()
+    if impl is not None or params is not None:
+        check_choice(impl, params, "gemmlab.reduce_sum")
     if "tensor" not in torch_refs and "torch" in sys.modules:
         setup_torch()
     done = torch_sum(x, impl, params)
