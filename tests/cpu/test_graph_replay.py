@@ -214,3 +214,18 @@ def test_a_replayed_graph_counts_as_recently_used(fake):
     g(1.0, 1, 2, 0.0, KEPT, 42)  # captured: one graph must go
     assert (1, 2, 0, 1.0, 0.0) in g._execs and (1, 2, 1, 1.0, 0.0) not in g._execs
     assert drv.destroyed == [first + 1]
+
+
+def test_alpha_minus_zero_is_not_replayed_from_plus_zeros_graph(fake):
+    """-0.0 == 0.0, but alpha -0.0 writes zeros of the other sign: each sign keeps its own graph."""
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    g(0.0, 1, 2, 0.0, 3, 42)
+    g(0.0, 1, 2, 0.0, 3, 42)  # captured with +0.0 and replayed
+    assert g.replays == 1 and str(rec.calls[-1][0]) == "0.0"
+    g(-0.0, 1, 2, 0.0, 3, 42)  # not the +0.0 graph: made directly, with its own sign
+    assert g.replays == 1 and str(rec.calls[-1][0]) == "-0.0" and rec.calls[-1][-1] == 42
+    g(-0.0, 1, 2, 0.0, 3, 42)  # a repeat of -0.0: captured with -0.0
+    assert g.replays == 2 and str(rec.calls[-1][0]) == "-0.0" and rec.calls[-1][-1] == 7
+    g(0.0, 1, 2, 0.0, 3, 42)
+    assert g.replays == 3 and drv.launched[-1] == (101, 42)  # +0.0's own graph again

@@ -90,3 +90,31 @@ def test_cublas_plans_replay_and_stay_exact(dtype):
         assert rel_err(c, a.double() @ b.double()) < 1e-5, step
     assert plan._executor.call.replays == 2
     assert "replayed from a CUDA graph" in plan.explain()
+
+
+@pytest.mark.parametrize("op, impl", [("sgemm", "vectorize"), ("sgemm", "cublas"), ("sgemm", None),
+                                      ("hgemm", "persistent"), ("hgemm", "cublas"), ("hgemm", None)])
+def test_alpha_minus_zero_keeps_its_sign_through_graphs(op, impl):
+    """alpha -0.0 == 0.0 as a Python key, but -0.0 * A@B (A@B > 0) is -0.0: a graph or argument
+    update made for one sign must not serve the other. gemmlab's kernels write the sign; for
+    cuBLAS (and the default, which may be cuBLAS) a repeat must write what the first call of
+    the same alpha wrote."""
+    M, N, K = 96, 80, 64
+    dtype = torch.float32 if op == "sgemm" else torch.bfloat16
+    A = (torch.rand(M, K, device="cuda") + 0.5).to(dtype)  # A@B > 0 everywhere
+    B = (torch.rand(K, N, device="cuda") + 0.5).to(dtype)
+    C = torch.empty(M, N, device="cuda")
+    gemm = getattr(gemmlab, op)
+
+    def signs(alpha):
+        C.fill_(float("nan"))  # beta = 0 never reads C
+        gemm(A, B, C, alpha=alpha, beta=0.0, impl=impl)
+        torch.cuda.synchronize()
+        assert not C.isnan().any() and (C == 0).all()
+        return torch.signbit(C)
+
+    direct = {str(a): signs(a) for a in (-0.0, 0.0)}  # each sign's first call
+    if impl not in (None, "cublas"):
+        assert direct["-0.0"].all() and not direct["0.0"].any()
+    for alpha in (0.0, 0.0, -0.0, -0.0, 0.0, -0.0):  # repeats: captured, replayed, updated
+        assert torch.equal(signs(alpha), direct[str(alpha)]), alpha

@@ -128,7 +128,8 @@ class KernelGemm(FastGemm):
         if self.reduce is not None:
             r_alpha, r_beta, r_c = self._reduce_slots
             r_alpha.value, r_beta.value, r_c.value = alpha, beta, c
-        self.graph.launch(stream, (a, b, c, alpha, beta))
+        # alpha -0.0 equals 0.0 but writes zeros of the other sign: its key tells them apart
+        self.graph.launch(stream, (a, b, c, alpha, beta) if alpha else (a, b, c, alpha, beta, str(alpha)))
 
 
 class LayoutNotSupported(Exception):

@@ -127,4 +127,5 @@ class TmaGemm(FastGemm):
             self.launch.tmap(2).encode(self.out, c, self.M, self.N, self.N * ITEMSIZE[self.out], self.boxes["C"])
             ptrs[2] = c
         self._alpha.value, self._beta.value, self._c.value = alpha, beta, c
-        self.graph.launch(stream, (a, b, c, alpha, beta))
+        # alpha -0.0 equals 0.0 but writes zeros of the other sign: its key tells them apart
+        self.graph.launch(stream, (a, b, c, alpha, beta) if alpha else (a, b, c, alpha, beta, str(alpha)))

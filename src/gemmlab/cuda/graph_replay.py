@@ -93,7 +93,8 @@ class GraphReplay:
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         """The call, in the executors' argument order: CublasGemm binds this method as its own run,
         one Python call fewer per call than run -> __call__ (0.4 us, session 22, H200)."""
-        key = (a, b, c, alpha, beta)
+        # alpha -0.0 equals 0.0 but may write zeros of the other sign: its key tells them apart
+        key = (a, b, c, alpha, beta) if alpha else (a, b, c, alpha, beta, str(alpha))
         # the arguments of the last replay (a loop's case) skip the lookup and the LRU update below
         entry = self._hot if key == self._hot_key else self._execs.get(key)
         if (entry is not None or key == self._last) and self.enabled:
@@ -105,7 +106,7 @@ class GraphReplay:
                 capturing = True
             if not capturing:
                 if entry is None:
-                    entry = self._capture(alpha, a, b, beta, c)
+                    entry = self._capture(key, alpha, a, b, beta, c)
                 if entry is not None:
                     if entry is not self._hot:
                         self._execs.move_to_end(key)
@@ -120,17 +121,17 @@ class GraphReplay:
         self.call(alpha, a, b, beta, c, stream)
         self._last = key  # only a call that went through is worth capturing when it repeats
 
-    def _capture(self, alpha: float, a: int, b: int, beta: float, c: int):
-        """(graph exec, its handle) of one call with these arguments (kept), or None with replay
-        turned off. In relaxed capture mode: another stream's capture in global mode
+    def _capture(self, key: tuple, alpha: float, a: int, b: int, beta: float, c: int):
+        """(graph exec, its handle) of one call with these arguments (kept under `key`), or None with
+        replay turned off. In relaxed capture mode: another stream's capture in global mode
         (torch.cuda.graph's default) would otherwise fail on the instantiation as an unsafe call."""
         with relaxed_capture(self._libs[0]):
-            entry = self._capture_relaxed(alpha, a, b, beta, c)
+            entry = self._capture_relaxed(key, alpha, a, b, beta, c)
         if entry is not None:
-            self._hot, self._hot_key = entry, (a, b, c, alpha, beta)
+            self._hot, self._hot_key = entry, key
         return entry
 
-    def _capture_relaxed(self, alpha: float, a: int, b: int, beta: float, c: int):
+    def _capture_relaxed(self, key: tuple, alpha: float, a: int, b: int, beta: float, c: int):
         lib = self._libs[0]
         if not self._private:
             s = ctypes.c_void_p()
@@ -161,7 +162,7 @@ class GraphReplay:
         if len(self._execs) >= KEPT:
             _, (old, _) = self._execs.popitem(last=False)
             lib.cuGraphExecDestroy(old)
-        entry = self._execs[(a, b, c, alpha, beta)] = (exe, exe.value)
+        entry = self._execs[key] = (exe, exe.value)
         return entry
 
     def _off(self, why: str):
