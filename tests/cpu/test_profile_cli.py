@@ -93,7 +93,7 @@ def test_metric_table_covers_the_issue():
     for needed in ("duration_us", "achieved_occupancy_pct", "theoretical_occupancy_pct", "warp_cycles_per_issue",
                    "stall_mio_throttle", "stall_barrier", "stall_long_scoreboard", "stall_short_scoreboard",
                    "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "dram_gbps",
-                   "l2_hit_rate_pct", "smem_conflicts_ld", "smem_conflicts_st", "registers", "smem_dynamic",
+                   "l2_hit_rate_pct", "l2_throughput_pct", "smem_conflicts_ld", "smem_conflicts_st", "registers", "smem_dynamic",
                    "smem_static"):
         assert needed in keys
 

@@ -59,6 +59,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("dram_throughput_pct", "DRAM Throughput (% of peak)", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
     Metric("dram_gbps", "DRAM Bandwidth (GB/s)", "dram__bytes.sum.per_second", "GB/s", 1e-9, 0),
     Metric("l2_hit_rate_pct", "L2 Hit Rate (%)", "lts__t_sector_hit_rate.pct", "%"),
+    # how busy the L2 slices are (ncu's "L2 Cache Throughput"): a GEMM whose tiles all read L2 at
+    # once can be held by it with the DRAM far from its peak (rung 5 at 4096^3, issue 14)
+    Metric("l2_throughput_pct", "L2 Throughput (% of peak)", "lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
     Metric("smem_conflicts_ld", "Shared Bank Conflicts, loads",
            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "", 1.0, 0),
     Metric("smem_conflicts_st", "Shared Bank Conflicts, stores",
