@@ -102,6 +102,21 @@ def test_reduce_sum_hot_paths(no_general_path, family):
         assert again.data_ptr() != out.data_ptr() and again.dtype == torch.float32 and float(again) == float(out)
 
 
+@pytest.mark.parametrize("family", ["torch", "cupy"])
+def test_scalars_on_the_hot_paths(no_general_path, family):
+    """Ints and NumPy reals are taken (converted once, no general path); None, strings and complex
+    numbers are refused in one line, not a TypeError traceback or a string read as a number."""
+    rng = np.random.default_rng(11)
+    host = [rng.uniform(-1, 1, s).astype(np.float32) for s in ((64, 48), (48, 40), (64, 40))]
+    A, B, C0 = (cp.asarray(h) if family == "cupy" else torch.from_numpy(h).cuda() for h in host)
+    C = C0.copy() if family == "cupy" else C0.clone()
+    gemmlab.sgemm(A, B, C, alpha=2, beta=np.float32(-0.5))
+    assert _rel(C, _ref(A, B, host[2].astype(np.float64), 2.0, -0.5)) < 1e-5
+    for bad in (None, "2.5", 1j):
+        with pytest.raises(BadArgumentError, match=r"^gemmlab.sgemm: alpha must be a real number, not \w+$"):
+            gemmlab.sgemm(A, B, C, alpha=bad)
+
+
 def test_cupy_arrays_the_hot_path_passes_on_still_work():
     """A strided CuPy array and an empty dimension go to the general path, which copies or
     follows torch's rules (the fixture is not used here)."""

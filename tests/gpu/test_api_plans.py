@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gemmlab
@@ -113,6 +114,26 @@ def test_hgemm_plan(dtype):
     out = plan.execute()
     torch.cuda.synchronize()
     assert hgemm_check.compare(cp.from_dlpack(out), A16, B16, C0, 1.0, 0.0, dtype).passed
+
+
+def test_a_plan_without_c_refuses_beta_until_given_one():
+    """A plan made without C writes its own, uninitialised until the first execute: beta != 0 would
+    read it, so execute(beta=...) is refused in one line (as the plain calls refuse beta without C)
+    and nothing changes; with C given (its own result included) beta applies."""
+    a, b = torch.rand(96, 64, device="cuda"), torch.rand(64, 80, device="cuda")
+    plan = gemmlab.Matmul(a, b)
+    with pytest.raises(ValueError, match=r"^gemmlab.Matmul \(sgemm\): beta != 0 reads C, and this plan was made without one"):
+        plan.execute(beta=1.0)
+    assert (plan.alpha, plan.beta) == (1.0, 0.0)
+    with pytest.raises(ValueError, match="alpha must be a real number, not str"):
+        plan.execute(alpha="2")
+    first = plan.execute().clone()
+    out = plan.execute(C=plan.result, alpha=2, beta=np.float32(0.5))
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    assert float(torch.linalg.norm(out.double() - (2 * ref + 0.5 * first.double())) / torch.linalg.norm(ref)) < 1e-5
+    with pytest.raises(ValueError, match="beta must be a real number, not complex"):
+        gemmlab.Matmul(a, b, out, beta=1j)
 
 
 def test_torch_cuda_graph_captures_a_plan_and_a_plain_call():

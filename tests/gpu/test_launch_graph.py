@@ -11,10 +11,6 @@ torch = pytest.importorskip("torch")
 from .graph_checks import calls_on_a_busy_side_stream, capture_on_side_stream, rand, rel_err  # noqa: E402  (after the torch skip)
 
 
-
-
-
-
 def _graph(plan):
     graph = plan._executor.graph
     assert graph.enabled, graph.disabled_reason
@@ -194,3 +190,43 @@ def test_a_capture_on_a_stream_that_already_has_a_graph_records_the_kernels():
     user.replay()
     torch.cuda.synchronize()
     assert rel_err(c, a.double() @ b.double()) < 1e-5
+
+
+@pytest.mark.parametrize("op", ["sgemm split-K", "reduce_sum"])
+def test_a_workspace_executor_first_built_inside_a_users_capture_keeps_that_capture(op):
+    """An executor that owns a workspace is kept per stream. Warmed on the default stream, the same
+    call inside torch.cuda.graph (its own stream, global mode) builds another: its workspace's
+    allocation and clearing, refused during a global capture, are made in relaxed mode (core.
+    new_executor), so the capture survives and its replay computes on the data of the moment."""
+    if op == "reduce_sum":
+        x = torch.randint(-4, 5, (1 << 20,), device="cuda").float()  # integers: any order sums exactly
+
+        def call():
+            return gemmlab.reduce_sum(x)
+
+        def check(out):
+            assert float(out) == float(x.double().sum())
+    else:
+        M = N = K = 1024  # tma_ffma at 1024^3 runs split-K (test_split_k_launches_run_as_one_graph)
+        a, b = rand(M, K, seed=140), rand(K, N, seed=141)
+        c = torch.empty(M, N, device="cuda")
+
+        def call():
+            return gemmlab.sgemm(a, b, c, impl="tma_ffma")
+
+        def check(out):
+            assert rel_err(out, a.double() @ b.double()) < 1e-5
+    check(call())  # the default stream's executor
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call()
+    for step in range(2):
+        if op == "reduce_sum":
+            x.copy_(torch.randint(-4, 5, x.shape, device="cuda").float())
+        else:
+            a.copy_(rand(M, K, seed=142 + step))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        check(out)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from .checks import check_choice, gemm_operands, layout_of, out_name, output_operand
-from .core import MAX_EXECUTORS, _state, _thread, executor, setup
+from .checks import check_choice, gemm_operands, layout_of, out_name, output_operand, real
+from .core import MAX_EXECUTORS, _state, _thread, executor, forgotten, setup
 from .frameworks import cupy_refs, new_torch_output, setup_cupy, setup_torch, torch_outputs, torch_refs
 from .operands import copy_into, densify, new_output, result, scale
 
@@ -80,7 +80,8 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
     device = _state["device"]
     if (a | b) & 15 or A.get_device() != device or B.get_device() != device:
         return NotImplemented
-    alpha, beta = float(alpha), float(beta)
+    if type(alpha) is not float or type(beta) is not float:  # ints, NumPy reals; others refused in one line
+        alpha, beta = real(alpha, "alpha", f"gemmlab.{op_name}"), real(beta, "beta", f"gemmlab.{op_name}")
     if C is None:
         if beta != 0.0:  # refused in one line by the general path
             return NotImplemented
@@ -128,6 +129,7 @@ def _decided(op_name: str, key: tuple, refs: dict, C, beta: float, params, strea
 def _torch_first(op_name: str, key: tuple, A, C, alpha, beta, params, stream: int, a: int, b: int):
     """torch_gemm for a call its cache cannot serve: decided (_decided), the output template made,
     and (without `params`) all of it kept under `key` for the next call."""
+    before = forgotten[0]
     decided = _decided(op_name, key, torch_refs, C, beta, params, stream)
     if decided is None:
         return NotImplemented
@@ -147,13 +149,16 @@ def _torch_first(op_name: str, key: tuple, A, C, alpha, beta, params, stream: in
     if c & 15:
         return NotImplemented
     if not params and (C is not None or template is not None):
-        _keep(key, (ex, template))
+        _keep(key, (ex, template), before)
     ex.run(a, b, c, alpha, beta, stream)
     return result
 
 
-def _keep(key: tuple, entry: tuple) -> None:
-    """One entry of this thread's cache of calls (bounded as the executors are)."""
+def _keep(key: tuple, entry: tuple, before: int) -> None:
+    """One entry of this thread's cache of calls (bounded as the executors are), unless a use_tuning
+    came since `before` (forgotten[0] when the call began deciding): the next call decides again."""
+    if forgotten[0] != before:
+        return
     cache = _thread.hot_calls
     if len(cache) >= MAX_EXECUTORS:
         cache.clear()
@@ -180,7 +185,8 @@ def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None 
     device = _state["device"]
     if (a | b) & 15 or A.data.device_id != device or B.data.device_id != device:
         return NotImplemented
-    alpha, beta = float(alpha), float(beta)
+    if type(alpha) is not float or type(beta) is not float:
+        alpha, beta = real(alpha, "alpha", f"gemmlab.{op_name}"), real(beta, "beta", f"gemmlab.{op_name}")
     if C is None:
         if beta != 0.0:
             return NotImplemented
@@ -202,12 +208,13 @@ def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None 
 
 def _cupy_first(op_name: str, key: tuple, C, alpha, beta, params, stream: int, a: int, b: int):
     """cupy_gemm for a call its cache cannot serve, as _torch_first."""
+    before = forgotten[0]
     decided = _decided(op_name, key, cupy_refs, C, beta, params, stream)
     if decided is None:
         return NotImplemented
     ex, c_type = decided
     if not params:
-        _keep(key, decided)
+        _keep(key, decided, before)
     result = C if C is not None else cupy_refs["ndarray"]((key[2], key[3]), c_type)
     ex.run(a, b, result.data.ptr, alpha, beta, stream)
     return result
@@ -229,7 +236,7 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         if done is not NotImplemented:
             return done
     a, b, dims, dtype = gemm_operands(op_name, caller, A, B)
-    alpha, beta = float(alpha), float(beta)
+    alpha, beta = real(alpha, "alpha", caller), real(beta, "beta", caller)
     M, N, K = dims[0], dims[1], dims[2]
     shape = (dims[3], M, N) if op_name == "bgemm" else (M, N)
     out = output_operand(C, a, shape, beta, caller, op_name, dtype, out_type)

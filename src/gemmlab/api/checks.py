@@ -4,6 +4,7 @@ checked (dtype, rank, shape, device), the GEMM op an array implies, and C's type
 BadArgumentError line."""
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 
 from ..errors import BadArgumentError
@@ -12,6 +13,18 @@ from .operands import DTYPE_TEXT as DTYPE_NAMES
 from .operands import Operand, check, new_output, read, shape_text, transposed
 
 GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
+
+
+def real(value, name: str, caller: str) -> float:
+    """alpha or beta as a float: a Python or NumPy real, or a 0-d array of one. None, a
+    complex number or a string (which float() would read) is refused in one line."""
+    if not isinstance(value, (str, bytes)) and not (isinstance(value, numbers.Complex)
+                                                    and not isinstance(value, numbers.Real)):
+        try:
+            return float(value)
+        except (TypeError, ValueError, RuntimeError):  # RuntimeError: torch's many-element tensor
+            pass
+    raise BadArgumentError(f"{caller}: {name} must be a real number, not {type(value).__name__}")
 
 
 def check_choice(impl, params, caller: str) -> None:

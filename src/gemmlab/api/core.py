@@ -22,6 +22,7 @@ _compile_lock = threading.Lock()
 _state: dict[str, Any] = {}
 _runners: dict[tuple, Any] = {}
 _thread = threading.local()
+forgotten = [0]  # forget_executors calls so far: what was decided before one is not kept after it
 
 
 class ThreadCache(dict):
@@ -34,7 +35,6 @@ class ThreadCache(dict):
 # all, so no thread keeps running what the database now named would change.
 _thread_caches: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 MAX_EXECUTORS = 512  # per thread: enough for every shape a program cycles through
-
 
 
 def setup() -> dict:
@@ -78,8 +78,9 @@ def setup() -> dict:
 
 def forget_executors() -> None:
     """Every thread's executors dropped (use_tuning): the next call of each shape decides again,
-    with the database now named. A thread's call under way keeps the executor it holds."""
+    with the database now named. A call under way keeps its executor but does not cache it (_kept)."""
     with _setup_lock:
+        forgotten[0] += 1
         for cache in list(_thread_caches.values()):
             cache.clear()
 
@@ -225,8 +226,6 @@ def make_problem(op_name: str, dtype: str, dims: tuple, layout: tuple[bool, bool
 
 TUNED_NOTE = "; parameters from the tuning database"
 OUT16_NOTE = "; the table was measured with an fp32 C, this call writes a {out} C"
-
-
 IN_PLACE_REASON = ("a transposed operand: cuBLAS reads it in place with its transpose flag, where a gemmlab "
                    "kernel needs a row-major copy first (the dispatch table measured row-major operands)")
 
@@ -250,6 +249,16 @@ def layout_note(spec, problem, layout: tuple[bool, bool]) -> str:
 
 def new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
                  layout: tuple[bool, bool] = (False, False), out: str = "fp32"):
+    """_new_executor in relaxed capture mode: built on a stream that torch.cuda.graph captures (global
+    mode), its workspace allocation and module load would invalidate the user's capture."""
+    from ..cuda.launcher import relaxed_capture
+
+    with relaxed_capture():
+        return _new_executor(op_name, dtype, dims, impl, params, layout, out)
+
+
+def _new_executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
+                  layout: tuple[bool, bool] = (False, False), out: str = "fp32"):
     """A fresh executor (with its Choice in .choice) for one problem shape. With a transposed
     `layout` and no implementation named, cuBLAS: it reads the transposed operand in place,
     where a gemmlab kernel would need a copy first (the dispatch table measured row-major
@@ -300,14 +309,22 @@ def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, st
     cache = _thread.executors
     ex = cache.get(key)
     if ex is None:
-        if len(cache) >= MAX_EXECUTORS:
-            cache.clear()
-        ex = cache[key] = new_executor(op_name, dtype, dims, impl, params, layout, out)
-        ex.stream = stream
+        ex = _kept(cache, key, op_name, dtype, dims, impl, params, layout, out, stream)
     if ex.owns_workspace and ex.stream != stream:
         key = key + (stream,)
         ex = cache.get(key)
         if ex is None:
-            ex = cache[key] = new_executor(op_name, dtype, dims, impl, params, layout, out)
-            ex.stream = stream
+            ex = _kept(cache, key, op_name, dtype, dims, impl, params, layout, out, stream)
+    return ex
+
+
+def _kept(cache, key, op_name, dtype, dims, impl, params, layout, out, stream: int):
+    """A new executor for `stream`, kept unless a use_tuning came while it was built (the next call decides again)."""
+    before = forgotten[0]
+    ex = new_executor(op_name, dtype, dims, impl, params, layout, out)
+    ex.stream = stream
+    if forgotten[0] == before:
+        if len(cache) >= MAX_EXECUTORS:
+            cache.clear()
+        cache[key] = ex
     return ex

@@ -96,7 +96,8 @@ class Matmul(_Plan):
         a, b, dims, dtype = checks.gemm_operands(op, self.caller, A, B)
         if 0 in dims:
             raise BadArgumentError(f"empty problem {shape_text(dims)}: plans need M, N, K (and batch) >= 1")
-        self.alpha, self.beta = float(alpha), float(beta)
+        self.alpha, self.beta = checks.real(alpha, "alpha", self.caller), checks.real(beta, "beta", self.caller)
+        self._c_given = C is not None  # beta != 0 needs a C the caller gave (_scalars)
         shape = (dims[3], dims[0], dims[1]) if op == "bgemm" else (dims[0], dims[1])
         c = checks.output_operand(C, a, shape, self.beta, self.caller, op, dtype, checks.out_name(out_dtype))
         self.layout = layout = checks.layout_of(op, a, b)
@@ -116,22 +117,32 @@ class Matmul(_Plan):
     def execute(self, A=None, B=None, C=None, *, alpha: float | None = None, beta: float | None = None,
                 stream: Any = None):
         """Run the plan (on new operands where given); returns C (the plan's own when none was given)."""
+        scalars = None if alpha is None and beta is None else self._scalars(alpha, beta, C)
         if A is not None:
             self._a = self._rebind(A, "A", self._a, self._dtypes, self.layout[0])
         if B is not None:
             self._b = self._rebind(B, "B", self._b, self._dtypes, self.layout[1])
         if C is not None:
             self._c = self._rebind(C, "C", self._c, (self._c.dtype,))
-        if alpha is not None:
-            self.alpha = float(alpha)
-        if beta is not None:
-            self.beta = float(beta)
+            self._c_given = True
+        if scalars is not None:
+            self.alpha, self.beta = scalars
         ex = self._executor
         if ex.fast:
             ex.run(self._a.ptr, self._b.ptr, self._c.ptr, self.alpha, self.beta, self._stream(stream))
         else:
             ex.run_operands(self._a, self._b, self._c, self.alpha, self.beta, self._stream(stream))
         return self._c.obj
+
+    def _scalars(self, alpha, beta, C) -> tuple[float, float]:
+        """New (alpha, beta), checked before anything changes: beta != 0 reads C, refused on a plan
+        whose C is its own (uninitialised until its first execute), as the plain calls refuse it."""
+        alpha = self.alpha if alpha is None else checks.real(alpha, "alpha", self.caller)
+        beta = self.beta if beta is None else checks.real(beta, "beta", self.caller)
+        if beta != 0.0 and C is None and not self._c_given:
+            raise BadArgumentError(f"{self.caller}: beta != 0 reads C, and this plan was made without one: pass C "
+                                   "(C=plan.result adds to its last result)")
+        return alpha, beta
 
     @property
     def result(self):
