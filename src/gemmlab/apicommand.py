@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import BadArgumentError
+from .errors import BadArgumentError, GemmlabError
+from .outputs import output_file
 
 KINDS = {"sgemm": ("sgemm torch", "sgemm cupy"),
          "hgemm": ("hgemm torch bf16", "hgemm torch bf16 out", "hgemm cupy fp16"),
@@ -17,15 +18,26 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
     from .ops.reduce import parse_sizes
     from .problem import parse_shape
 
+    markdown = output_file(markdown, "--markdown")
     names = list(KINDS) if selection.strip() == "all" else [s.strip() for s in selection.split(",") if s.strip()]
     unknown = [s for s in names if s not in KINDS]
     if unknown or not names:
         raise BadArgumentError(f"--api {selection!r}: choose all, or some of {', '.join(KINDS)}")
     kinds = tuple(k for name in names for k in KINDS[name])
     gemm_sizes = apibench.DEFAULT_GEMM_SIZES
-    if sizes:
+    if sizes is not None:
         gemm_sizes = tuple(parse_shape(s.strip()) for s in sizes.split(",") if s.strip())
-    sum_sizes = tuple(parse_sizes(n, apibench.DEFAULT_SUM_SIZES)) if n else apibench.DEFAULT_SUM_SIZES
+        if not gemm_sizes:
+            raise BadArgumentError(f"--sizes {sizes!r} names no shape (e.g. 512,4096,1000x3000x2000)")
+    sum_sizes = tuple(parse_sizes(n, apibench.DEFAULT_SUM_SIZES)) if n is not None else apibench.DEFAULT_SUM_SIZES
+    try:  # the references it times against
+        import torch  # noqa: F401
+    except ImportError:
+        raise GemmlabError("gemmlab bench --api needs torch (it times torch.mm, torch.sum and CuPy beside "
+                           "gemmlab's calls): pip install torch") from None
+    from .cuda.device import device
+
+    device()  # no GPU: one line, before anything runs
 
     def show(row):
         bench = f"  bench {row.bench_figure:,.1f}" if row.bench_figure else ""

@@ -19,6 +19,7 @@ from .errors import BadArgumentError, GemmlabError
 from .harness import session
 from .harness.bench import BenchOptions
 from .harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
+from .outputs import output_folder
 from .profile import analyze_command
 from .profile import commands as profile_commands
 from .tune.command import run_tune_command
@@ -70,6 +71,8 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
     if not arch.startswith("sm_"):
         raise BadArgumentError(f"--arch {arch!r} must look like sm_90")
     impls = registry.select(impl, op=op, with_baselines=False)
+    if not any(i.kind == "kernel" for i in impls):  # a library baseline (cublas, ...) has nothing to build
+        raise BadArgumentError(f"--impl {impl!r} names no gemmlab kernel: nothing to compile")
     chosen = params_for(impls, params)
     table = Table(title=f"compile report ({arch})")
     for col in ("kernel", "parameters", "regs", "smem B", "stack B", "spill st", "spill ld", "time s", "cached"):
@@ -153,6 +156,12 @@ def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
     if api is not None:
         from .apicommand import bench_api
 
+        given = {"--op": op != "sgemm", "--impl": impl != "all", "--params": params, "--dtype": dtype, "--db": db,
+                 "--layout": layout, "--out-dtype": out_dtype, "--csv": csv, "--json": json_out, "--M": M,
+                 "--N": N, "--K": K, "--batch": batch}
+        ignored = [name for name, value in given.items() if value]
+        if ignored:  # bench --api times the entry points with their own choices, and writes only --markdown
+            raise BadArgumentError(f"{', '.join(ignored)}: not taken with --api (it takes --sizes, --n and --markdown)")
         bench_api(api, sizes, n, markdown)
         return
     args = ops.shape_args(op, M=M, N=N, K=K, sizes=sizes, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype,
@@ -222,15 +231,28 @@ def report(ctx: typer.Context, db: Path = typer.Option(None, help="results datab
                                                           "largest one every rung was measured at)"),
            title: str = typer.Option("gemmlab report", help="the report's title")) -> None:
     """Markdown and HTML report (tables, plots, the command behind each number) from the database alone."""
+    from .problem import parse_shape
+    from .report.data import open_readonly
     from .report.render import write_report
     from .store import DEFAULT_DB
 
     db_path = Path(db or DEFAULT_DB)
     if not db_path.exists():
         raise BadArgumentError(f"no results database at {db_path} (run gemmlab bench/profile first, or pass --db)")
+    open_readonly(db_path).close()  # a file that is not ours refused before --out is made
+    if size is not None:
+        parse_shape(size)  # '--size abc' refused whatever the database holds
+    out = output_folder(out, "--out")
     written = write_report(db_path, out, size=size, title=title, command=profile_commands.command_text(ctx))
     for path in written:
         console.print(f"wrote {path}", highlight=False)
+
+
+def _line(text: str, limit: int = 400) -> str:
+    """A message on one line of bounded length: inputs are echoed in messages, and a 100,000-
+    character --op must not become a 100 KB line."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 30] + f" ... ({len(text)} characters)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, standalone_mode=False)
     except GemmlabError as exc:
-        err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        err.print(f"error: {_line(exc)}", highlight=False, markup=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("error: interrupted (results recorded so far are kept)", highlight=False, markup=False)
@@ -254,10 +276,10 @@ def main(argv: list[str] | None = None) -> int:
             err.print("error: interrupted (results recorded so far are kept)", highlight=False, markup=False)
             return 130
         if hasattr(exc, "format_message"):  # usage errors: unknown option, non-integer value...
-            err.print(f"error: {exc.format_message()}", highlight=False, markup=False, soft_wrap=True)
+            err.print(f"error: {_line(exc.format_message())}", highlight=False, markup=False, soft_wrap=True)
             return 2
         # A bug: still one line, with what it was.
-        err.print(f"internal error: {type(exc).__name__}: {exc}", highlight=False, markup=False, soft_wrap=True)
+        err.print(f"internal error: {type(exc).__name__}: {_line(exc)}", highlight=False, markup=False, soft_wrap=True)
         return 3
     return 0
 

@@ -320,5 +320,6 @@ def select(names: str, op: str = "sgemm", with_baselines: bool = True) -> list[A
         impl = get(name, op)
         if impl.op != op:
             raise BadArgumentError(f"{name} is a {impl.op} implementation, not {op}")
-        picked.append(impl)
+        if impl not in picked:  # named twice: run and stored once
+            picked.append(impl)
     return picked

@@ -85,27 +85,64 @@ def _to_json(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True, default=_plain)
 
 
+def refusal(db: sqlite3.Connection, path: Path) -> str | None:
+    """Why gemmlab must not use this SQLite file as its results database, read without writing:
+    another program's database (gemmlab stamps user_version when it creates its tables, so tables
+    under version 0, or a version without runs and results, are not ours), one from a newer
+    gemmlab, or a damaged one (PRAGMA quick_check). None for a gemmlab file or an empty one."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if (version == 0 and tables) or (version > 0 and not {"runs", "results"} <= tables):
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        return f"{path} is an SQLite database of another program (tables: {shown}); name another file with --db"
+    if version > SCHEMA_VERSION:
+        return f"{path} has schema version {version}; this gemmlab knows only up to {SCHEMA_VERSION} (upgrade gemmlab)"
+    if tables:
+        problems = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
+        if problems != ["ok"]:
+            return f"{path} is damaged (SQLite quick_check: {problems[0]}); name another one with --db"
+    return None
+
+
 class ResultStore:
     """One SQLite file of runs and their result rows."""
 
     def __init__(self, path: str | os.PathLike = DEFAULT_DB):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every
-        # statement outside an explicit BEGIN is committed when it returns.
-        # check_same_thread=False + a lock: a tuner may record from worker threads.
-        self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                   isolation_level=None, check_same_thread=False)
+        if self.path.is_dir():  # also '' (the current directory)
+            raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every
+            # statement outside an explicit BEGIN is committed when it returns.
+            # check_same_thread=False + a lock: a tuner may record from worker threads.
+            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                       isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:  # a parent that is a file, no permission, ...
+            raise BadArgumentError(f"cannot open {self.path} as a results database "
+                                   f"({getattr(exc, 'strerror', None) or exc}); name another one with --db") from None
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
         try:
+            self._check_own()
             self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
             self._db.execute("PRAGMA foreign_keys = ON")
             self._retry(self._migrate)
         except sqlite3.DatabaseError as exc:  # not SQLite at all, or damaged: refuse it, change nothing
             self._db.close()
-            raise BadArgumentError(f"{self.path} is not a usable gemmlab results database ({exc}); "
+            reason = "read-only" if "readonly" in str(exc) else str(exc)
+            raise BadArgumentError(f"{self.path} is not a usable gemmlab results database ({reason}); "
                                    "name another one with --db") from None
+        except BadArgumentError:
+            self._db.close()
+            raise
+
+    def _check_own(self) -> None:
+        """Refuse, by reading only (before the WAL switch, which writes), a file gemmlab must not
+        write into (refusal)."""
+        why = refusal(self._db, self.path)
+        if why:
+            raise BadArgumentError(why)
 
     @staticmethod
     def _retry(fn: Callable[[], Any], tries: int = 50):

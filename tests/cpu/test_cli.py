@@ -28,6 +28,14 @@ def run(capsys, *args):
     (["compile", "--arch", "sm_90", "--impl", "vectorize", "--params", "BM=3"], "breaks constraint"),
     (["compile", "--arch", "foo"], "sm_90"),
     (["bench", "--nonsense"], "nonsense"),
+    (["bench", "--impl", "vectorize", "--params", "BM=64,BM=128"], "names BM twice"),
+    (["bench", "--sizes", ""], "--sizes is empty"),
+    (["bench", "--op", "reduce", "--n", ","], "--n is empty"),
+    (["bench", "--op", "hgemm", "--dtype", ""], "--dtype ''"),
+    (["bench", "--api", "sgemm", "--db", "x.db", "--impl", "naive"], "--impl, --db: not taken with --api"),
+    (["compile", "--arch", "sm_90", "--impl", "cublas"], "names no gemmlab kernel"),
+    (["analyze", "--op", "reduce", "--M", "5"], "--M: for the GEMM ops"),
+    (["analyze", "--impl", "naive", "--no-store", "--db", "x.db"], "--db with --no-store"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, needle):
     code, out, err = run(capsys, *args)
@@ -96,3 +104,64 @@ def test_markdown_tables_from_results():
     md = to_markdown(share)
     assert "| vectorize | 50.0% |" in md and md.splitlines()[3].startswith("| ---")
     assert "| vectorize | 2.00x |" in to_markdown(speedup)
+
+
+def _sha(path):
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _foreign_db(path):
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE runs (who TEXT)")
+    db.execute("INSERT INTO runs VALUES ('someone else')")
+    db.commit()
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize("command", [["analyze", "--impl", "naive", "--arch", "sm_90"], ["report"]])
+def test_another_programs_database_is_refused_untouched(capsys, tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    db = _foreign_db(tmp_path / "theirs.db")
+    before = _sha(db)
+    code, out, err = run(capsys, *command, "--db", str(db))
+    assert code == 2 and "is an SQLite database of another program (tables: runs)" in err, err
+    assert len(err.strip().splitlines()) == 1 and _sha(db) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]  # no -wal, no report folder
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["bench", "--markdown", "{file}/x.md"], "--markdown"),
+    (["bench", "--csv", "{dir}"], "is a directory"),
+    (["bench", "--json", "{file}/x.json"], "--json"),
+    (["analyze", "--impl", "naive", "--arch", "sm_90", "--db", "{dir}"], "is a directory"),
+    (["bench", "--op", "reduce", "--n", "9^999999999"], "too large"),
+    (["bench", "--op", "reduce", "--n", "1<<99999999999999"], "too large"),
+    (["bench", "--api", "sgemm", "--sizes", ","], "names no shape"),
+    (["bench", "--api", "sgemm", "--markdown", "{dir}"], "is a directory"),
+    (["report", "--db", "{dir}"], "cannot read"),
+    (["report", "--db", "{ours}", "--out", "{file}"], "is a file"),
+    (["analyze", "--impl", "naive", "--arch", "sm_90", "--db", "{file}/r.db"], "cannot open"),
+])
+def test_unusable_paths_and_sizes_are_one_line_exit_2_before_any_work(capsys, tmp_path, monkeypatch, args, needle):
+    """Output files are checked before a run is spent on them; sizes whose value would take
+    minutes to compute are refused before computing it."""
+    from gemmlab.store import ResultStore
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    ResultStore(tmp_path / "ours.db").close()
+    names = {"file": str(tmp_path / "afile"), "dir": str(tmp_path / "adir"), "ours": str(tmp_path / "ours.db")}
+    code, out, err = run(capsys, *[a.format(**names) for a in args])
+    assert code == 2 and needle in err, err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_huge_input_is_echoed_in_a_bounded_line(capsys):
+    code, out, err = run(capsys, "bench", "--op", "x" * 100_000)
+    assert code == 2 and err.startswith("error: ") and len(err) < 500 and "(1000" in err, err[:200]

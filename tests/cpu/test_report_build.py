@@ -215,3 +215,12 @@ def test_the_other_ops_bench_runs_as_their_own_tables(tmp_path):
     assert next(ln for ln in after_bgemm if ln.startswith("| dispatch |")) == "| dispatch | 200.0% | - |"
     after_copy = md[md.index("reduce: share of the copy bandwidth"):].splitlines()
     assert next(ln for ln in after_copy if ln.startswith("| single_pass |")) == "| single_pass | 83.3% |"
+
+
+def test_a_size_the_run_did_not_measure_is_refused_in_one_line(bench_db, tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["report", "--db", str(bench_db), "--out", str(out), "--size", "9999"]) == 2
+    err = capsys.readouterr().err
+    assert "--size 9999: the latest SGEMM bench run" in err and "2048x2048x2048" in err, err
+    assert main(["report", "--db", str(bench_db), "--out", str(out), "--size", "abc"]) == 2
+    assert "size 'abc' is not an integer or MxNxK" in capsys.readouterr().err

@@ -10,6 +10,8 @@ import sqlite3
 
 import pytest
 
+from gemmlab.errors import BadArgumentError
+
 from gemmlab import store as store_mod
 from gemmlab.store import RESULT_COLUMNS, SCHEMA_VERSION, ResultStore, batch_file_path
 
@@ -221,8 +223,65 @@ def test_migration_hook(tmp_path, monkeypatch):
 
     monkeypatch.setattr(store_mod, "MIGRATIONS", store_mod.MIGRATIONS[:1])
     monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 1)
-    with pytest.raises(RuntimeError, match="schema version 2"):
+    before = path.read_bytes()
+    with pytest.raises(BadArgumentError, match="schema version 2"):
         ResultStore(path)  # an older gemmlab refuses a newer file instead of misreading it
+    assert path.read_bytes() == before
+
+
+def _sha(path):
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("make", ["tables, version 0", "own analyses table", "version 5, other tables"])
+def test_another_programs_database_is_refused_and_left_as_it_was(tmp_path, make):
+    """Tables gemmlab did not stamp (user_version 0), or a version without runs and results, are
+    another program's: refused before anything is written (not even the switch to WAL)."""
+    import sqlite3
+
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    if make == "own analyses table":
+        db.execute("CREATE TABLE analyses (id INTEGER, note TEXT)")
+    else:
+        db.execute("CREATE TABLE runs (who TEXT)" if make == "tables, version 0" else "CREATE TABLE notes (x)")
+    if make == "version 5, other tables":
+        db.execute("PRAGMA user_version = 5")
+    db.commit()
+    db.close()
+    before = _sha(path)
+    with pytest.raises(BadArgumentError, match=r"is an SQLite database of another program \(tables: "):
+        ResultStore(path)
+    assert _sha(path) == before and not (tmp_path / "other.db-wal").exists()
+
+
+def test_a_damaged_results_database_is_refused_and_left_as_it_was(tmp_path):
+    path = tmp_path / "r.db"
+    s = ResultStore(path)
+    run = s.start_run("bench", "x", {})
+    for i in range(400):  # a few pages of rows
+        s.add_result(run, impl="k" * 50, M=i)
+    s.close()
+    data = bytearray(path.read_bytes())
+    for start in range(4096, len(data), 4096):  # every page's b-tree header and cell pointers overwritten
+        data[start:start + 1000] = bytes(range(250)) * 4
+    path.write_bytes(bytes(data))
+    before = _sha(path)
+    with pytest.raises(BadArgumentError, match="is damaged|not a usable gemmlab results database"):
+        ResultStore(path)
+    assert _sha(path) == before
+
+
+def test_paths_that_cannot_hold_a_database_are_refused_in_one_line(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(BadArgumentError, match="is a directory"):
+        ResultStore(tmp_path)
+    with pytest.raises(BadArgumentError, match="is a directory"):
+        ResultStore("")
+    with pytest.raises(BadArgumentError, match=r"^cannot open .*afile/x.db as a results database"):
+        ResultStore(tmp_path / "afile" / "x.db")
 
 
 def test_default_db_constant():

@@ -39,6 +39,9 @@ def test_axes_and_parsing():
         parse_param_axes(["BK"])
     with pytest.raises(BadArgumentError):
         parse_param_axes(["BK=a"])
+    assert parse_param_axes(["BK=8,16,8"]) == {"BK": (8, 16)}  # a value listed twice is one point
+    with pytest.raises(BadArgumentError, match="BK is given twice"):
+        parse_param_axes(["BK=8", "BK=16"])
     with pytest.raises(BadArgumentError):
         axes(spec, {"XX": (1,)})
 

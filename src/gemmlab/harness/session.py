@@ -14,6 +14,7 @@ from rich.table import Table
 
 from .. import ops
 from ..errors import BadArgumentError, GemmlabError
+from ..outputs import output_file
 from ..store import DEFAULT_DB, ResultStore, batch_file_path
 from . import dispatched
 from .bench import BenchOptions, raise_on_failure, run_bench, verify_sweep
@@ -94,6 +95,8 @@ def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, p
     from ..cuda.device import device, info
     from ..envinfo import collect_env
 
+    csv, json_out = output_file(csv, "--csv"), output_file(json_out, "--json")  # before any work
+    markdown = output_file(markdown, "--markdown")
     op = ops.get(op_name)
     dtype = op.check_dtype(args.dtype)
     named, after = dispatched.split(impl)

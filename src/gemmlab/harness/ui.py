@@ -37,6 +37,8 @@ def parse_params(text: str | None) -> dict[str, int]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise BadArgumentError(f"--params item {item!r} is not NAME=VALUE")
+        if key.strip() in out:  # the last would win silently
+            raise BadArgumentError(f"--params names {key.strip()} twice")
         try:
             out[key.strip()] = int(value)
         except ValueError:

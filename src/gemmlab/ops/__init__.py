@@ -31,6 +31,9 @@ def shape_args(op_name: str, **given) -> ShapeArgs:
         if given.get(option) is not None and op_name not in owners:
             hint = "; the GEMM ops take --M/--N/--K" if option == "n" else ""
             raise BadArgumentError(f"--{option.replace('_', '-')} is for --op {' or '.join(owners)}{hint}")
+    for option in ("sizes", "n"):  # given but empty: refused, not read as "the default sweep"
+        if given.get(option) is not None and not given[option].replace(",", "").strip():
+            raise BadArgumentError(f"--{option} is empty")
     if op_name == "reduce" and any(given.get(o) is not None for o in SHAPE_OPTIONS):
         raise BadArgumentError("--M/--N/--K and --sizes are for the GEMM ops; use --n for --op reduce")
     return ShapeArgs(**given)

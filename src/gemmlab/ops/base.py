@@ -112,7 +112,7 @@ class Op:
 
     # --- problems ---------------------------------------------------------------------------
     def check_dtype(self, dtype: str | None) -> str:
-        dtype = dtype or self.dtypes[0]
+        dtype = self.dtypes[0] if dtype is None else dtype  # '' is refused below, not read as the default
         if dtype not in self.dtypes:
             if len(self.dtypes) == 1:
                 raise BadArgumentError(f"--dtype {dtype!r}: {self.name} takes {self.dtypes[0]} only")

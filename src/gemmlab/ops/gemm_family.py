@@ -143,7 +143,7 @@ def gemm_shapes(args: ShapeArgs, default_sizes: str | None) -> list[tuple[int, i
     text = args.sizes or default_sizes
     if not text:
         return []
-    shapes = [parse_shape(s.strip()) for s in text.split(",") if s.strip()]
+    shapes = list(dict.fromkeys(parse_shape(s.strip()) for s in text.split(",") if s.strip()))  # 64,64: once
     if not shapes:
         raise BadArgumentError("--sizes is empty")
     return shapes

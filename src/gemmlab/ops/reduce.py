@@ -35,13 +35,15 @@ def parse_size(text: str) -> int:
     t = text.strip().replace("_", "")
     m = _POW.match(t)
     try:
+        # exponents and shifts bounded before they are computed: 9^999999999 would take minutes
         if m:
-            value = int(m.group(1)) ** int(m.group(2))
+            base, power = int(m.group(1)), int(m.group(2))
+            value = base ** power if base < 2 or power <= 64 else 1 << 64
             if m.group(3):
                 value += int(m.group(4)) * (1 if m.group(3) == "+" else -1)
         elif "<<" in t:
             a, b = t.split("<<")
-            value = int(a) << int(b)
+            value = int(a) << int(b) if int(b) <= 64 else 1 << 64
         else:
             value = int(t)
     except ValueError:

@@ -42,6 +42,11 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     from .sass import MIX_COLUMNS, find_tool
 
     the_op = ops.get(op)
+    named = {name for name in ("M", "N", "K") if ctx.get_parameter_source(name).name == "COMMANDLINE"}
+    if op == "reduce" and named:  # read as the default GEMM shape otherwise: silently ignored
+        raise BadArgumentError(f"--{'/--'.join(sorted(named))}: for the GEMM ops; --op reduce takes --n")
+    if db is not None and not store_rows:
+        raise BadArgumentError("--db with --no-store: nothing would be written to it")
     limits = limits_for(arch)
     specs = [i for i in _select(impl, with_baselines=False, op=op) if i.kind == "kernel"]
     if not specs:

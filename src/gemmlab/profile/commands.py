@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .. import ops, registry
 from ..errors import BadArgumentError, GemmlabError
+from ..outputs import output_file, output_folder
 from ..harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
 
 DEFAULT_SHAPE = 4096
@@ -204,6 +205,11 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     """Nsight Compute metrics of each kernel, side by side (ncu runs a small target process).
     Every op: --op hgemm profiles the tensor-core rungs built for the --dtype, --layout and
     --out-dtype given (and cuBLAS/torch on the same problem), --op bgemm takes --batch."""
+    csv, json_out = output_file(csv, "--csv"), output_file(json_out, "--json")  # before ncu runs
+    if reports is not None:
+        reports = output_folder(reports, "--reports")
+    if timeout <= 0:
+        raise BadArgumentError(f"--timeout {timeout:g}: seconds one ncu run may take, more than 0")
     given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
     problem = _problem(op, given, M, N, K, n, alpha, beta)
     from ..cuda.device import device, info

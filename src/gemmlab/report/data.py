@@ -10,7 +10,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import BadArgumentError
 from ..profile import rows as prow
+from ..store import refusal
 
 # FP32 lanes per SM (one FFMA each per clock), by compute capability.
 FP32_LANES = {"sm_80": 64, "sm_86": 128, "sm_87": 128, "sm_89": 128, "sm_90": 128, "sm_90a": 128, "sm_100": 128,
@@ -31,11 +33,16 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         except sqlite3.OperationalError:
             continue
         except sqlite3.DatabaseError as exc:  # not SQLite, or damaged: one line, the file untouched
-            from ..errors import BadArgumentError
-
             raise BadArgumentError(f"{path} is not a usable gemmlab results database ({exc})") from None
     else:
-        raise sqlite3.OperationalError(f"cannot read {path}")
+        raise BadArgumentError(f"cannot read {path} as a results database (a directory, or no permission?)")
+    try:
+        why = refusal(db, Path(path))
+    except sqlite3.DatabaseError as exc:
+        why = f"{path} is not a usable gemmlab results database ({exc})"
+    if why:
+        db.close()
+        raise BadArgumentError(why)
     db.row_factory = sqlite3.Row
     return db
 

@@ -14,6 +14,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from ..errors import BadArgumentError
 from .data import ReportData, Run, load
 from .plots import Plot, gflops_plot, ladder_plot, ladder_shape, roofline_plot, tune_plots
 from .op_tables import OTHER_OPS, op_bench_tables, op_headline
@@ -232,6 +233,10 @@ def build(data: ReportData, out: Path, size: str | None, title: str, command: st
             doc.table(t)
     if benches:
         bench = benches[-1]
+        if size and ladder_shape(data, bench, size) is None:  # before any plot is written
+            measured = sorted({f"{r['M']}x{r['N']}x{r['K']}" for r in data.results_of(bench.id) if r.get("gflops")})
+            raise BadArgumentError(f"--size {size}: the latest SGEMM bench run (run {bench.id}) has no rows there; "
+                                   f"it measured {', '.join(measured) or 'nothing'}")
         for plot in gflops_plot(data, bench, plots_dir) + ladder_plot(data, bench, plots_dir, size):
             plots.append(plot)
             doc.plot(plot)

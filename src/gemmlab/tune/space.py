@@ -52,8 +52,11 @@ def parse_param_axes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
         name, sep, values = item.partition("=")
         if not sep or not name.strip():
             raise BadArgumentError(f"--param {item!r} is not NAME=V1,V2,...")
+        if name.strip() in out:  # the last would win silently
+            raise BadArgumentError(f"--param {name.strip()} is given twice: list its values once, {name.strip()}=V1,V2")
         try:
-            out[name.strip()] = tuple(int(v) for v in values.split(",") if v.strip())
+            # a value listed twice is one point of the space, not two
+            out[name.strip()] = tuple(dict.fromkeys(int(v) for v in values.split(",") if v.strip()))
         except ValueError:
             raise BadArgumentError(f"--param {item!r} has a value that is not an integer") from None
     return out

@@ -1,0 +1,41 @@
+"""The files a command writes besides its database (--markdown, --csv, --json, report's --out),
+checked before any work: a benchmark must not run for minutes and then fail to write its table.
+Each is refused in one line (BadArgumentError: exit 2) where it names a directory, lies under a
+plain file or in a folder this user cannot write; a missing parent folder is made, as the
+database's is."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import BadArgumentError
+
+
+def output_file(path: str | os.PathLike | None, option: str) -> Path | None:
+    """`path` ready to be written (its folder made), or None when not given."""
+    if path is None:
+        return None
+    path = Path(path)
+    if str(path) in ("", ".") or path.is_dir():
+        raise BadArgumentError(f"{option} {str(path)!r} is a directory: name a file")
+    _folder(path.parent, option, path)
+    return path
+
+
+def output_folder(path: str | os.PathLike, option: str) -> Path:
+    """A folder to write files into (made where missing)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise BadArgumentError(f"{option} {str(path)!r} is a file: name a folder")
+    _folder(path, option, path)
+    return path
+
+
+def _folder(folder: Path, option: str, named: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a parent that is a plain file, no permission, a read-only file system
+        raise BadArgumentError(f"{option} {str(named)!r}: cannot make folder {str(folder)!r} "
+                               f"({exc.strerror or exc})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BadArgumentError(f"{option} {str(named)!r}: folder {str(folder)!r} is not writable")
