@@ -185,4 +185,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
         raise BadArgumentError(f"size {text!r} must be N or MxNxK")
     if min(dims) < 1:
         raise BadArgumentError(f"size {text!r} must have every dimension >= 1")
+    if max(dims) > 2**31 - 1:  # the kernels take M, N, K as 32-bit ints
+        raise BadArgumentError(f"size {text!r} has a dimension past 2^31 - 1")
     return dims[0], dims[1], dims[2]

@@ -80,12 +80,15 @@ def parse_batched(text: str, batch: int | None) -> tuple[int, int, int, int]:
     parts = text.lower().split("x")
     if batch is not None:
         return (batch, *parse_shape(text))
-    if len(parts) == 2:
-        b, n = parse_shape(parts[0])[0], parse_shape(parts[1])[0]
-        return b, n, n, n
-    if len(parts) == 4:
-        b, rest = parse_shape(parts[0])[0], parse_shape("x".join(parts[1:]))
-        return (b, *rest)
+    try:
+        if len(parts) == 2:
+            b, n = parse_shape(parts[0])[0], parse_shape(parts[1])[0]
+            return b, n, n, n
+        if len(parts) == 4:
+            b, rest = parse_shape(parts[0])[0], parse_shape("x".join(parts[1:]))
+            return (b, *rest)
+    except BadArgumentError as exc:  # the size as given (0x512) named, beside the part that failed ('0')
+        raise BadArgumentError(f"size {text!r}: {exc}") from None
     raise BadArgumentError(f"size {text!r}: bgemm sizes are BATCHxN or BATCHxMxNxK (or give --batch)")
 
 

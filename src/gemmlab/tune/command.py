@@ -8,7 +8,7 @@ from typing import Optional
 
 from rich.table import Table
 
-from .. import registry
+from .. import ops, registry
 from ..errors import BadArgumentError
 from ..harness.ui import console, fmt_params
 from ..problem import GemmProblem
@@ -29,6 +29,8 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
     from .space import axes as space_axes
     from .space import enumerate_space, parse_param_axes
 
+    if op is not None:
+        ops.get(op)  # an unknown op named as such, before the kernel is compared with it
     spec = registry.get(impl)
     if spec.kind != "kernel":
         raise BadArgumentError(f"{impl} is a baseline: there is nothing to tune")
