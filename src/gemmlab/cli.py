@@ -158,7 +158,9 @@ def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
 
         given = {"--op": op != "sgemm", "--impl": impl != "all", "--params": params, "--dtype": dtype, "--db": db,
                  "--layout": layout, "--out-dtype": out_dtype, "--csv": csv, "--json": json_out, "--M": M,
-                 "--N": N, "--K": K, "--batch": batch}
+                 "--N": N, "--K": K, "--batch": batch, "--alpha": alpha != 1.0, "--beta": beta != 0.0,
+                 "--warmup": warmup != 3, "--repeat": repeat != 10, "--no-check": not check,
+                 "--no-flush": not flush, "--default-params": default_params}
         ignored = [name for name, value in given.items() if value]
         if ignored:  # bench --api times the entry points with their own choices, and writes only --markdown
             raise BadArgumentError(f"{', '.join(ignored)}: not taken with --api (it takes --sizes, --n and --markdown)")

@@ -18,6 +18,10 @@ def output_file(path: str | os.PathLike | None, option: str) -> Path | None:
     path = Path(path)
     if str(path) in ("", ".") or path.is_dir():
         raise BadArgumentError(f"{option} {str(path)!r} is a directory: name a file")
+    if path.exists():  # a file (or /dev/stdout) that can be written, wherever it lies
+        if not os.access(path, os.W_OK):
+            raise BadArgumentError(f"{option} {str(path)!r} is not writable")
+        return path
     _folder(path.parent, option, path)
     return path
 

@@ -85,19 +85,29 @@ def _to_json(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True, default=_plain)
 
 
-def refusal(db: sqlite3.Connection, path: Path) -> str | None:
+def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True) -> str | None:
     """Why gemmlab must not use this SQLite file as its results database, read without writing:
     another program's database (gemmlab stamps user_version when it creates its tables, so tables
     under version 0, or a version without runs and results, are not ours), one from a newer
-    gemmlab, or a damaged one (PRAGMA quick_check). None for a gemmlab file or an empty one."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    gemmlab, or (with `integrity`) a damaged one (PRAGMA quick_check, which reads the whole
+    file). None for a gemmlab file or an empty one."""
+    # version and tables from one snapshot: another process creating the schema in between would
+    # otherwise show tables under version 0 (a fresh file opened by two processes at once)
+    own = not db.in_transaction
+    if own:
+        db.execute("BEGIN")
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        if own:
+            db.execute("COMMIT")
     if (version == 0 and tables) or (version > 0 and not {"runs", "results"} <= tables):
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         return f"{path} is an SQLite database of another program (tables: {shown}); name another file with --db"
     if version > SCHEMA_VERSION:
         return f"{path} has schema version {version}; this gemmlab knows only up to {SCHEMA_VERSION} (upgrade gemmlab)"
-    if tables:
+    if tables and integrity:
         problems = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
         if problems != ["ok"]:
             return f"{path} is damaged (SQLite quick_check: {problems[0]}); name another one with --db"
@@ -107,8 +117,11 @@ def refusal(db: sqlite3.Connection, path: Path) -> str | None:
 class ResultStore:
     """One SQLite file of runs and their result rows."""
 
-    def __init__(self, path: str | os.PathLike = DEFAULT_DB):
+    def __init__(self, path: str | os.PathLike = DEFAULT_DB, integrity: bool = True):
+        """`integrity`: also check the whole file for damage before writing to it (PRAGMA
+        quick_check: 0.14 s for 112 MB); the API's lookups of tuned parameters only read."""
         self.path = Path(path)
+        self._integrity = integrity
         if self.path.is_dir():  # also '' (the current directory)
             raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
         try:
@@ -124,7 +137,7 @@ class ResultStore:
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
         try:
-            self._check_own()
+            self._retry(self._check_own)
             self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
             self._db.execute("PRAGMA foreign_keys = ON")
             self._retry(self._migrate)
@@ -140,7 +153,7 @@ class ResultStore:
     def _check_own(self) -> None:
         """Refuse, by reading only (before the WAL switch, which writes), a file gemmlab must not
         write into (refusal)."""
-        why = refusal(self._db, self.path)
+        why = refusal(self._db, self.path, self._integrity)
         if why:
             raise BadArgumentError(why)
 

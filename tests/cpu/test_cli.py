@@ -39,6 +39,8 @@ def run(capsys, *args):
     (["bench", "--sizes", "99999999999"], "past 2^31 - 1"),
     (["bench", "--op", "bgemm", "--sizes", "0x512"], "size '0x512': "),
     (["tune", "--impl", "naive", "--op", "foo"], "--op 'foo': choose"),
+    (["bench", "--api", "sgemm", "--repeat", "5", "--no-check"], "--repeat, --no-check: not taken with --api"),
+    (["bench", "--op", "reduce", "--n", "3^65-18446744073709551000"], "too large"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, needle):
     code, out, err = run(capsys, *args)

@@ -157,12 +157,12 @@ def _torch_first(op_name: str, key: tuple, A, C, alpha, beta, params, stream: in
 def _keep(key: tuple, entry: tuple, before: int) -> None:
     """One entry of this thread's cache of calls (bounded as the executors are), unless a use_tuning
     came since `before` (forgotten[0] when the call began deciding): the next call decides again."""
-    if forgotten[0] != before:
-        return
     cache = _thread.hot_calls
     if len(cache) >= MAX_EXECUTORS:
         cache.clear()
     cache[key] = entry
+    if forgotten[0] != before:  # tested after the store: a use_tuning at any moment since is seen
+        cache.pop(key, None)
 
 
 def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None = None):

@@ -18,6 +18,8 @@ GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": (
 def real(value, name: str, caller: str) -> float:
     """alpha or beta as a float: a Python or NumPy real, or a 0-d array of one. None, a
     complex number or a string (which float() would read) is refused in one line."""
+    if type(value) is float or type(value) is int:  # the common case, without the ABC checks (~0.4 us)
+        return float(value)
     if not isinstance(value, (str, bytes)) and not (isinstance(value, numbers.Complex)
                                                     and not isinstance(value, numbers.Real)):
         try:

@@ -77,8 +77,7 @@ def setup() -> dict:
 
 
 def forget_executors() -> None:
-    """Every thread's executors dropped (use_tuning): the next call of each shape decides again,
-    with the database now named. A call under way keeps its executor but does not cache it (_kept)."""
+    """Every thread's executors dropped (use_tuning): each shape decides again with the database named (_kept)."""
     with _setup_lock:
         forgotten[0] += 1
         for cache in list(_thread_caches.values()):
@@ -323,8 +322,9 @@ def _kept(cache, key, op_name, dtype, dims, impl, params, layout, out, stream: i
     before = forgotten[0]
     ex = new_executor(op_name, dtype, dims, impl, params, layout, out)
     ex.stream = stream
-    if forgotten[0] == before:
-        if len(cache) >= MAX_EXECUTORS:
-            cache.clear()
-        cache[key] = ex
+    if len(cache) >= MAX_EXECUTORS:
+        cache.clear()
+    cache[key] = ex
+    if forgotten[0] != before:  # tested after the store: a use_tuning at any moment since is seen
+        cache.pop(key, None)
     return ex

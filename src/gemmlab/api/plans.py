@@ -137,8 +137,14 @@ class Matmul(_Plan):
     def _scalars(self, alpha, beta, C) -> tuple[float, float]:
         """New (alpha, beta), checked before anything changes: beta != 0 reads C, refused on a plan
         whose C is its own (uninitialised until its first execute), as the plain calls refuse it."""
-        alpha = self.alpha if alpha is None else checks.real(alpha, "alpha", self.caller)
-        beta = self.beta if beta is None else checks.real(beta, "beta", self.caller)
+        if alpha is None:
+            alpha = self.alpha
+        elif type(alpha) is not float:  # a float as it is; ints, NumPy reals converted, the rest refused
+            alpha = checks.real(alpha, "alpha", self.caller)
+        if beta is None:
+            beta = self.beta
+        elif type(beta) is not float:
+            beta = checks.real(beta, "beta", self.caller)
         if beta != 0.0 and C is None and not self._c_given:
             raise BadArgumentError(f"{self.caller}: beta != 0 reads C, and this plan was made without one: pass C "
                                    "(C=plan.result adds to its last result)")

@@ -32,7 +32,8 @@ def use_tuning(path: str | os.PathLike | None) -> None:
     from ..store import ResultStore
 
     try:
-        ResultStore(p).query("SELECT 1 FROM runs LIMIT 1")
+        with ResultStore(p) as store:
+            store.query("SELECT 1 FROM runs LIMIT 1")
     except Exception as exc:  # not SQLite, or not ours
         raise BadArgumentError(f"{p} is not a gemmlab results database ({exc})") from None
     with _lock:
@@ -65,7 +66,9 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
         found = None
         if Path(db).is_file():
             try:
-                found = usable_best(ResultStore(Path(db)), gpu, spec, problem)
+                # integrity checked when named (use_tuning), not again at each new shape's first call
+                with ResultStore(Path(db), integrity=False) as store:
+                    found = usable_best(store, gpu, spec, problem)
             except Exception as exc:
                 raise BadArgumentError(f"cannot read the tuning database {db}: {exc}") from None
         with _lock:

@@ -38,14 +38,20 @@ def parse_size(text: str) -> int:
         # exponents and shifts bounded before they are computed: 9^999999999 would take minutes
         if m:
             base, power = int(m.group(1)), int(m.group(2))
-            value = base ** power if base < 2 or power <= 64 else 1 << 64
+            if base >= 2 and power > 64:
+                raise BadArgumentError(f"size {text!r} is too large")
+            value = base ** power
             if m.group(3):
                 value += int(m.group(4)) * (1 if m.group(3) == "+" else -1)
         elif "<<" in t:
             a, b = t.split("<<")
-            value = int(a) << int(b) if int(b) <= 64 else 1 << 64
+            if int(a) != 0 and int(b) > 64:
+                raise BadArgumentError(f"size {text!r} is too large")
+            value = int(a) << int(b)
         else:
             value = int(t)
+    except BadArgumentError:
+        raise
     except ValueError:
         raise BadArgumentError(f"size {text!r} is not an element count (e.g. 1024, 2^20, 2^20+7)") from None
     if value < 1:
