@@ -19,7 +19,6 @@ from .errors import BadArgumentError, GemmlabError
 from .harness import session
 from .harness.bench import BenchOptions
 from .harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
-from .outputs import output_folder
 from .profile import analyze_command
 from .profile import commands as profile_commands
 from .tune.command import run_tune_command
@@ -234,17 +233,14 @@ def report(ctx: typer.Context, db: Path = typer.Option(None, help="results datab
            title: str = typer.Option("gemmlab report", help="the report's title")) -> None:
     """Markdown and HTML report (tables, plots, the command behind each number) from the database alone."""
     from .problem import parse_shape
-    from .report.data import open_readonly
     from .report.render import write_report
     from .store import DEFAULT_DB
 
     db_path = Path(db or DEFAULT_DB)
     if not db_path.exists():
         raise BadArgumentError(f"no results database at {db_path} (run gemmlab bench/profile first, or pass --db)")
-    open_readonly(db_path).close()  # a file that is not ours refused before --out is made
     if size is not None:
         parse_shape(size)  # '--size abc' refused whatever the database holds
-    out = output_folder(out, "--out")
     written = write_report(db_path, out, size=size, title=title, command=profile_commands.command_text(ctx))
     for path in written:
         console.print(f"wrote {path}", highlight=False)

@@ -121,7 +121,6 @@ class ResultStore:
         """`integrity`: also check the whole file for damage before writing to it (PRAGMA
         quick_check: 0.14 s for 112 MB); the API's lookups of tuned parameters only read."""
         self.path = Path(path)
-        self._integrity = integrity
         if self.path.is_dir():  # also '' (the current directory)
             raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
         try:
@@ -137,7 +136,9 @@ class ResultStore:
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
         try:
-            self._retry(self._check_own)
+            why = self._retry(lambda: refusal(self._db, self.path, integrity))  # read only: before the WAL switch
+            if why:
+                raise BadArgumentError(why)
             self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
             self._db.execute("PRAGMA foreign_keys = ON")
             self._retry(self._migrate)
@@ -149,13 +150,6 @@ class ResultStore:
         except BadArgumentError:
             self._db.close()
             raise
-
-    def _check_own(self) -> None:
-        """Refuse, by reading only (before the WAL switch, which writes), a file gemmlab must not
-        write into (refusal)."""
-        why = refusal(self._db, self.path, self._integrity)
-        if why:
-            raise BadArgumentError(why)
 
     @staticmethod
     def _retry(fn: Callable[[], Any], tries: int = 50):
@@ -171,11 +165,8 @@ class ResultStore:
 
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION:
+        if version >= SCHEMA_VERSION:  # a newer file was refused before (refusal)
             return
-        if version > SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path} has schema version {version}; this gemmlab knows "
-                               f"only up to {SCHEMA_VERSION} (upgrade gemmlab)")
         # BEGIN IMMEDIATE takes the write lock first, then re-reads the version: of two
         # processes opening a fresh file, only one creates the tables.
         self._db.execute("BEGIN IMMEDIATE")

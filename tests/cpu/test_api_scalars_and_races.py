@@ -1,10 +1,10 @@
 """Scalars the API takes (checks.real), and use_tuning arriving while a thread decides: what it
-was building is used for that call but not kept (core._kept, calls._keep). No GPU: executors are
+was building is used for that call but not kept (core.keep). No GPU: executors are
 fakes here; the GPU halves are tests/gpu/test_api_hot_paths.py and test_api_plans.py."""
 import numpy as np
 import pytest
 
-from gemmlab.api import calls, checks, core
+from gemmlab.api import checks, core
 from gemmlab.errors import BadArgumentError
 
 
@@ -32,12 +32,14 @@ def test_an_executor_built_across_a_use_tuning_serves_its_call_but_is_not_kept(m
         core.forget_executors()  # another thread's use_tuning while this one builds
         return FakeExecutor()
 
+    monkeypatch.setattr(core._thread, "executors", cache, raising=False)
+    key = ("sgemm", "fp32", (8, 8, 8), None, None)  # core.executor's key for these arguments
     monkeypatch.setattr(core, "new_executor", build)
-    ex = core._kept(cache, ("k",), "sgemm", "fp32", (8, 8, 8), None, None, (False, False), "fp32", 0)
-    assert isinstance(ex, FakeExecutor) and ex.stream == 0 and "k" not in cache and ("k",) not in cache
+    ex = core.executor("sgemm", "fp32", (8, 8, 8), None, None, 0)
+    assert isinstance(ex, FakeExecutor) and ex.stream == 0 and key not in cache
     monkeypatch.setattr(core, "new_executor", lambda *args: FakeExecutor())
-    ex = core._kept(cache, ("k",), "sgemm", "fp32", (8, 8, 8), None, None, (False, False), "fp32", 0)
-    assert cache[("k",)] is ex, "without one in between, the executor is kept"
+    ex = core.executor("sgemm", "fp32", (8, 8, 8), None, None, 0)
+    assert cache[key] is ex, "without one in between, the executor is kept"
 
 
 def test_a_call_decided_across_a_use_tuning_is_not_kept(monkeypatch):
@@ -45,7 +47,7 @@ def test_a_call_decided_across_a_use_tuning_is_not_kept(monkeypatch):
     monkeypatch.setattr(core._thread, "hot_calls", hot, raising=False)
     before = core.forgotten[0]
     core.forget_executors()
-    calls._keep(("k",), (FakeExecutor(), None), before)
+    core.keep(hot, ("k",), (FakeExecutor(), None), before)
     assert ("k",) not in hot
-    calls._keep(("k",), (FakeExecutor(), None), core.forgotten[0])
+    core.keep(hot, ("k",), (FakeExecutor(), None), core.forgotten[0])
     assert ("k",) in hot

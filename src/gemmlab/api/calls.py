@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from .checks import check_choice, gemm_operands, layout_of, out_name, output_operand, real
-from .core import MAX_EXECUTORS, _state, _thread, executor, forgotten, setup
+from .checks import check_choice, gemm_operands, layout_of, out_name, output_operand, reals
+from .core import _state, _thread, executor, forgotten, keep, setup
 from .frameworks import cupy_refs, new_torch_output, setup_cupy, setup_torch, torch_outputs, torch_refs
 from .operands import copy_into, densify, new_output, result, scale
 
@@ -81,7 +81,7 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
     if (a | b) & 15 or A.get_device() != device or B.get_device() != device:
         return NotImplemented
     if type(alpha) is not float or type(beta) is not float:  # ints, NumPy reals; others refused in one line
-        alpha, beta = real(alpha, "alpha", f"gemmlab.{op_name}"), real(beta, "beta", f"gemmlab.{op_name}")
+        alpha, beta = reals(alpha, beta, f"gemmlab.{op_name}")
     if C is None:
         if beta != 0.0:  # refused in one line by the general path
             return NotImplemented
@@ -149,20 +149,9 @@ def _torch_first(op_name: str, key: tuple, A, C, alpha, beta, params, stream: in
     if c & 15:
         return NotImplemented
     if not params and (C is not None or template is not None):
-        _keep(key, (ex, template), before)
+        keep(_thread.hot_calls, key, (ex, template), before)
     ex.run(a, b, c, alpha, beta, stream)
     return result
-
-
-def _keep(key: tuple, entry: tuple, before: int) -> None:
-    """One entry of this thread's cache of calls (bounded as the executors are), unless a use_tuning
-    came since `before` (forgotten[0] when the call began deciding): the next call decides again."""
-    cache = _thread.hot_calls
-    if len(cache) >= MAX_EXECUTORS:
-        cache.clear()
-    cache[key] = entry
-    if forgotten[0] != before:  # tested after the store: a use_tuning at any moment since is seen
-        cache.pop(key, None)
 
 
 def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None = None):
@@ -186,7 +175,7 @@ def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None 
     if (a | b) & 15 or A.data.device_id != device or B.data.device_id != device:
         return NotImplemented
     if type(alpha) is not float or type(beta) is not float:
-        alpha, beta = real(alpha, "alpha", f"gemmlab.{op_name}"), real(beta, "beta", f"gemmlab.{op_name}")
+        alpha, beta = reals(alpha, beta, f"gemmlab.{op_name}")
     if C is None:
         if beta != 0.0:
             return NotImplemented
@@ -214,7 +203,7 @@ def _cupy_first(op_name: str, key: tuple, C, alpha, beta, params, stream: int, a
         return NotImplemented
     ex, c_type = decided
     if not params:
-        _keep(key, decided, before)
+        keep(_thread.hot_calls, key, decided, before)
     result = C if C is not None else cupy_refs["ndarray"]((key[2], key[3]), c_type)
     ex.run(a, b, result.data.ptr, alpha, beta, stream)
     return result
@@ -236,7 +225,7 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         if done is not NotImplemented:
             return done
     a, b, dims, dtype = gemm_operands(op_name, caller, A, B)
-    alpha, beta = real(alpha, "alpha", caller), real(beta, "beta", caller)
+    alpha, beta = reals(alpha, beta, caller)
     M, N, K = dims[0], dims[1], dims[2]
     shape = (dims[3], M, N) if op_name == "bgemm" else (M, N)
     out = output_operand(C, a, shape, beta, caller, op_name, dtype, out_type)

@@ -29,6 +29,11 @@ def real(value, name: str, caller: str) -> float:
     raise BadArgumentError(f"{caller}: {name} must be a real number, not {type(value).__name__}")
 
 
+def reals(alpha, beta, caller: str) -> tuple[float, float]:
+    """(alpha, beta) as floats, each by real()."""
+    return real(alpha, "alpha", caller), real(beta, "beta", caller)
+
+
 def check_choice(impl, params, caller: str) -> None:
     """`impl` an implementation's name and `params` a mapping of parameter names to values, or
     None: anything else refused in one line here, before a cache is keyed on them."""

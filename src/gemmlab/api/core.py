@@ -77,7 +77,7 @@ def setup() -> dict:
 
 
 def forget_executors() -> None:
-    """Every thread's executors dropped (use_tuning): each shape decides again with the database named (_kept)."""
+    """Every thread's executors dropped (use_tuning): each shape decides again with the database named (keep)."""
     with _setup_lock:
         forgotten[0] += 1
         for cache in list(_thread_caches.values()):
@@ -307,24 +307,22 @@ def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, st
         key = key + (layout, out)
     cache = _thread.executors
     ex = cache.get(key)
-    if ex is None:
-        ex = _kept(cache, key, op_name, dtype, dims, impl, params, layout, out, stream)
-    if ex.owns_workspace and ex.stream != stream:
+    if ex is not None and ex.owns_workspace and ex.stream != stream:
         key = key + (stream,)
         ex = cache.get(key)
-        if ex is None:
-            ex = _kept(cache, key, op_name, dtype, dims, impl, params, layout, out, stream)
+    if ex is None:  # built for this stream, and kept unless a use_tuning came meanwhile (keep)
+        before = forgotten[0]
+        ex = new_executor(op_name, dtype, dims, impl, params, layout, out)
+        ex.stream = stream
+        keep(cache, key, ex, before)
     return ex
 
 
-def _kept(cache, key, op_name, dtype, dims, impl, params, layout, out, stream: int):
-    """A new executor for `stream`, kept unless a use_tuning came while it was built (the next call decides again)."""
-    before = forgotten[0]
-    ex = new_executor(op_name, dtype, dims, impl, params, layout, out)
-    ex.stream = stream
+def keep(cache: dict, key, value, before: int) -> None:
+    """value under key in a thread's bounded cache (executors, or the plain calls'), unless a
+    use_tuning came since `before` (forgotten[0] when the caller began deciding)."""
     if len(cache) >= MAX_EXECUTORS:
         cache.clear()
-    cache[key] = ex
+    cache[key] = value
     if forgotten[0] != before:  # tested after the store: a use_tuning at any moment since is seen
         cache.pop(key, None)
-    return ex

@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..cuda.graph_replay import GraphReplay
-from ..cuda.launch_graph import LaunchGraph
+from ..cuda.launch_graph import LaunchGraph, gemm_key
 from ..errors import BadArgumentError, LaunchError, NoGPUError
 from .launches import FastGemm, prepared, zeroed_workspace
 from .operands import Operand, cupy_view
@@ -128,8 +128,7 @@ class KernelGemm(FastGemm):
         if self.reduce is not None:
             r_alpha, r_beta, r_c = self._reduce_slots
             r_alpha.value, r_beta.value, r_c.value = alpha, beta, c
-        # alpha -0.0 equals 0.0 but writes zeros of the other sign: its key tells them apart
-        self.graph.launch(stream, (a, b, c, alpha, beta) if alpha else (a, b, c, alpha, beta, str(alpha)))
+        self.graph.launch(stream, gemm_key(a, b, c, alpha, beta))
 
 
 class LayoutNotSupported(Exception):

@@ -96,7 +96,7 @@ class Matmul(_Plan):
         a, b, dims, dtype = checks.gemm_operands(op, self.caller, A, B)
         if 0 in dims:
             raise BadArgumentError(f"empty problem {shape_text(dims)}: plans need M, N, K (and batch) >= 1")
-        self.alpha, self.beta = checks.real(alpha, "alpha", self.caller), checks.real(beta, "beta", self.caller)
+        self.alpha, self.beta = checks.reals(alpha, beta, self.caller)
         self._c_given = C is not None  # beta != 0 needs a C the caller gave (_scalars)
         shape = (dims[3], dims[0], dims[1]) if op == "bgemm" else (dims[0], dims[1])
         c = checks.output_operand(C, a, shape, self.beta, self.caller, op, dtype, checks.out_name(out_dtype))
@@ -137,14 +137,8 @@ class Matmul(_Plan):
     def _scalars(self, alpha, beta, C) -> tuple[float, float]:
         """New (alpha, beta), checked before anything changes: beta != 0 reads C, refused on a plan
         whose C is its own (uninitialised until its first execute), as the plain calls refuse it."""
-        if alpha is None:
-            alpha = self.alpha
-        elif type(alpha) is not float:  # a float as it is; ints, NumPy reals converted, the rest refused
-            alpha = checks.real(alpha, "alpha", self.caller)
-        if beta is None:
-            beta = self.beta
-        elif type(beta) is not float:
-            beta = checks.real(beta, "beta", self.caller)
+        alpha = self.alpha if alpha is None else checks.real(alpha, "alpha", self.caller)
+        beta = self.beta if beta is None else checks.real(beta, "beta", self.caller)
         if beta != 0.0 and C is None and not self._c_given:
             raise BadArgumentError(f"{self.caller}: beta != 0 reads C, and this plan was made without one: pass C "
                                    "(C=plan.result adds to its last result)")

@@ -14,7 +14,7 @@ says why).
 """
 from __future__ import annotations
 
-from ..cuda.launch_graph import LaunchGraph
+from ..cuda.launch_graph import LaunchGraph, gemm_key
 from .launches import FastGemm, prepared, zeroed_workspace
 from .operands import ITEMSIZE
 
@@ -127,5 +127,4 @@ class TmaGemm(FastGemm):
             self.launch.tmap(2).encode(self.out, c, self.M, self.N, self.N * ITEMSIZE[self.out], self.boxes["C"])
             ptrs[2] = c
         self._alpha.value, self._beta.value, self._c.value = alpha, beta, c
-        # alpha -0.0 equals 0.0 but writes zeros of the other sign: its key tells them apart
-        self.graph.launch(stream, (a, b, c, alpha, beta) if alpha else (a, b, c, alpha, beta, str(alpha)))
+        self.graph.launch(stream, gemm_key(a, b, c, alpha, beta))

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from typing import Callable
 
 from ..errors import LaunchError
+from .launch_graph import gemm_key
 from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver, error_name, relaxed_capture
 
 CU_STREAM_NON_BLOCKING = 1
@@ -93,8 +94,7 @@ class GraphReplay:
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         """The call, in the executors' argument order: CublasGemm binds this method as its own run,
         one Python call fewer per call than run -> __call__ (0.4 us, session 22, H200)."""
-        # alpha -0.0 equals 0.0 but may write zeros of the other sign: its key tells them apart
-        key = (a, b, c, alpha, beta) if alpha else (a, b, c, alpha, beta, str(alpha))
+        key = gemm_key(a, b, c, alpha, beta)
         # the arguments of the last replay (a loop's case) skip the lookup and the LRU update below
         entry = self._hot if key == self._hot_key else self._execs.get(key)
         if (entry is not None or key == self._last) and self.enabled:

@@ -49,6 +49,13 @@ from ..errors import LaunchError
 from .launcher import (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, PreparedLaunch, driver, error_name, raw_driver,
                        relaxed_capture)
 
+def gemm_key(a: int, b: int, c: int, alpha: float, beta: float) -> tuple:
+    """What a GEMM call's graph depends on, as a key that equal calls share: its pointers and
+    scalars. alpha -0.0 equals 0.0 but writes zeros of the other sign, so a zero alpha's key
+    carries its sign (beta's need not: any zero beta means C is not read)."""
+    return (a, b, c, alpha, beta) if alpha else (a, b, c, alpha, beta, str(alpha))
+
+
 STREAMS_KEPT = 8  # instantiated graphs per object (one per stream); the least recently used is dropped past it
 
 

@@ -28,7 +28,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     for mode in ("mode=rw", "mode=ro", "immutable=1"):
         try:
             db = sqlite3.connect(f"{uri}?{mode}", uri=True)
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            why = refusal(db, Path(path))  # reads only: another program's, a newer or a damaged file
             break
         except sqlite3.OperationalError:
             continue
@@ -36,10 +36,6 @@ def open_readonly(path: Path) -> sqlite3.Connection:
             raise BadArgumentError(f"{path} is not a usable gemmlab results database ({exc})") from None
     else:
         raise BadArgumentError(f"cannot read {path} as a results database (a directory, or no permission?)")
-    try:
-        why = refusal(db, Path(path))
-    except sqlite3.DatabaseError as exc:
-        why = f"{path} is not a usable gemmlab results database ({exc})"
     if why:
         db.close()
         raise BadArgumentError(why)

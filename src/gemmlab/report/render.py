@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import BadArgumentError
+from ..outputs import output_folder
 from .data import ReportData, Run, load
 from .plots import Plot, gflops_plot, ladder_plot, ladder_shape, roofline_plot, tune_plots
 from .op_tables import OTHER_OPS, op_bench_tables, op_headline
@@ -295,9 +296,8 @@ def build(data: ReportData, out: Path, size: str | None, title: str, command: st
 
 def write_report(db: Path, out: Path, size: str | None = None, title: str = "gemmlab report",
                  command: str = "gemmlab report") -> list[Path]:
-    data = load(db)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    data = load(db)  # a database that is not ours refused before the folder is made
+    out = output_folder(out, "--out")
     doc, plots = build(data, out, size, title, command)
     md = out / "report.md"
     md.write_text(doc.markdown(out))
