@@ -2,6 +2,7 @@
 everything of the fast entry points that needs no GPU."""
 import ctypes
 import json
+import io
 import os
 
 import numpy as np
@@ -86,6 +87,28 @@ def test_explain_without_a_gpu(table, capsys):
     assert "named by the caller" in named
     with pytest.raises(ValueError, match="op must be"):
         gemmlab.explain(op="conv", shape=(1,), gpu="GPU A")
+
+
+@pytest.mark.parametrize("op, shape, dtype, needle", [
+    ("sgemm", (64, 64), None, r"takes shape=\(M, N, K\)"),
+    ("bgemm", (64, 64, 64), None, r"takes shape=\(M, N, K, batch\)"),
+    ("reduce", (), None, r"takes shape=\(n,\)"),
+    ("hgemm", (2**31, 64, 64), None, "2\\^31 - 1"),
+    ("sgemm", (64, -1, 64), None, "integers from 0"),
+    ("sgemm", (64, 64.5, 64), None, "integers from 0"),
+    ("sgemm", 64, None, "takes shape"),
+    ("sgemm", (64, 64, 64), "fp16", "takes dtype fp32, not 'fp16'"),
+    ("hgemm", (64, 64, 64), "int8", "takes dtype bf16, fp16, tf32"),
+])
+def test_explain_refuses_a_shape_or_dtype_the_call_would_refuse_in_one_line(table, op, shape, dtype, needle):
+    with pytest.raises(ValueError, match=needle) as info:
+        gemmlab.explain(op=op, shape=shape, dtype=dtype, gpu="GPU A", arch="sm_90")
+    assert "\n" not in str(info.value)
+
+
+def test_explain_takes_each_ops_shape(table):
+    for op, shape in (("hgemm", (64, 64, 64)), ("bgemm", (64, 64, 64, 3)), ("reduce", (1 << 20,))):
+        assert "runs:" in gemmlab.explain(op=op, shape=shape, gpu="GPU A", arch="sm_90", file=io.StringIO())
 
 
 def test_use_tuning_drops_every_threads_executors(tmp_path, monkeypatch):
@@ -246,7 +269,11 @@ def test_a_16bit_c_of_another_type_is_one_line(dtype, out):
 
 
 @pytest.mark.parametrize("impl, params, needle", [(["cublas"], None, "impl must be"), (3, None, "impl must be"),
-                                                    (None, [("BN", 64)], "params must be"), (None, "BN=64", "params must be")])
+                                                    (None, [("BN", 64)], "params must be"), (None, "BN=64", "params must be"),
+                                                    (None, {"BN": [64]}, "params must map"),
+                                                    (None, {"BN": 64.0}, "params must map"),
+                                                    (None, {"BN": True}, "params must map"),
+                                                    (None, {1: 64}, "params must map")])
 def test_an_impl_or_params_of_another_kind_is_one_line(impl, params, needle):
     """impl and params key the executor and call caches: a list (unhashable) or a string of params
     must be refused in one line before either is looked up, not raise a TypeError from a dict."""
@@ -255,7 +282,7 @@ def test_an_impl_or_params_of_another_kind_is_one_line(impl, params, needle):
     with pytest.raises(ValueError, match=needle) as info:
         checks.check_choice(impl, params, "gemmlab.sgemm")
     assert "\n" not in str(info.value) and str(info.value).startswith("gemmlab.sgemm: ")
-    checks.check_choice("cublas", {"BN": 64}, "gemmlab.sgemm")  # the right kinds pass
+    checks.check_choice("cublas", {"BN": 64, "STAGES": np.int64(3)}, "gemmlab.sgemm")  # the right kinds pass
     checks.check_choice(None, None, "gemmlab.sgemm")
 
 
@@ -358,3 +385,20 @@ def test_round_fill_of_the_persistent_rung():
     assert fill(4096, 4224, 4096) == pytest.approx(264 / 330)  # 272 tiles (264 tiles' worth): 5 rounds
     assert fill(8192, 8448, 8192) == pytest.approx(1.0)  # 1056 tiles: 16 rounds exactly
     assert fill(1024, 1024, 1024) == pytest.approx(16 / 66)  # one round, 16 of 66 slots busy
+
+
+def test_explain_of_an_array_to_sum(table, monkeypatch):
+    """gemmlab.explain(x) for reduce_sum(x) (it raised UnboundLocalError: the layout of A and B
+    was asked of a sum); an array to sum with a second array is refused in one line."""
+    from gemmlab.api import checks, core
+
+    class Sized:
+        def size(self):
+            return 1 << 20
+
+    monkeypatch.setattr(core, "setup", lambda: {"gpu": "GPU A", "arch": "sm_90"})
+    monkeypatch.setattr(checks, "sum_operand", lambda x, caller: Sized())
+    text = gemmlab.explain(object(), file=io.StringIO())
+    assert "gemmlab.reduce_sum" in text and "1048576" in text
+    with pytest.raises(ValueError, match="takes one array"):
+        gemmlab.explain(object(), object(), op="reduce")

@@ -51,3 +51,64 @@ def test_a_call_decided_across_a_use_tuning_is_not_kept(monkeypatch):
     assert ("k",) not in hot
     core.keep(hot, ("k",), (FakeExecutor(), None), core.forgotten[0])
     assert ("k",) in hot
+
+
+def _operand(ptr, shape, dtype="fp32"):
+    from gemmlab.api.operands import Operand
+
+    return Operand(None, ptr, shape, dtype, 0, 0, "cupy", True)
+
+
+@pytest.mark.parametrize("c_ptr, expected", [(0, True), (4096 * 4 - 4, True), (4096 * 4, False),
+                                             (-16 * 16 * 4, False), (-16 * 16 * 4 + 4, True)])
+def test_overlap_is_any_shared_byte_of_two_extents(c_ptr, expected):
+    """A is 64x64 fp32 at 1 MiB; C 16x16 fp32 at 1 MiB + c_ptr: sharing one byte is overlapping."""
+    base = 1 << 20
+    a, c = _operand(base, (64, 64)), _operand(base + c_ptr, (16, 16))
+    assert checks.overlap(c, a) is expected and checks.overlap(a, c) is expected
+
+
+def test_overlap_counts_each_operands_own_element_size():
+    a16 = _operand(1 << 20, (64, 64), "bf16")  # 8 KiB
+    assert checks.overlap(_operand((1 << 20) + 8192 - 2, (1, 1)), a16)
+    assert not checks.overlap(_operand((1 << 20) + 8192, (1, 1)), a16)
+
+
+def test_a_tuned_lookup_survives_a_use_tuning_clearing_the_cache_meanwhile(monkeypatch, tmp_path):
+    """tuned_params stored what it found and read it back from the shared cache, which another
+    thread's use_tuning may clear in between: a KeyError out of a plain call."""
+    from types import SimpleNamespace
+
+    from gemmlab.api import tuning
+    from gemmlab.harness import tuned
+
+    db = tmp_path / "results.db"
+    db.write_bytes(b"")
+    monkeypatch.setattr(tuning, "database", lambda: str(db))
+    monkeypatch.setattr(tuning, "_cache", {})
+
+    class ClearingLock:  # the store happens; another thread's use_tuning clears right after
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            tuning._cache.clear()
+
+    monkeypatch.setattr(tuning, "_lock", ClearingLock())
+    monkeypatch.setattr(tuned, "usable_best", lambda store, gpu, spec, problem: {"BN": 64})
+
+    class Store:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    import gemmlab.store
+    monkeypatch.setattr(gemmlab.store, "ResultStore", Store)
+    spec = SimpleNamespace(kind="kernel", name="vectorize")
+    problem = SimpleNamespace(op="sgemm", dtype="fp32", M=64, N=64, K=64)
+    assert tuning.tuned_params(spec, problem, "GPU A") == {"BN": 64}

@@ -154,3 +154,31 @@ def test_layouts_compute_the_row_major_product_for_every_transpose(trans_a, tran
     c_t = op_a @ op_b
     assert c_t.shape == (lt_c.rows, lt_c.cols)
     np.testing.assert_allclose(c_t, (A @ B).T, rtol=1e-12)
+
+
+class PreferenceLib:
+    """cublasLtMatmulPreference{Create,SetAttribute}, recording what each attribute was set to."""
+
+    def __init__(self):
+        self.attrs = {}
+
+    def cublasLtMatmulPreferenceCreate(self, ref):
+        ref._obj.value = 1
+        return 0
+
+    def cublasLtMatmulPreferenceSetAttribute(self, pref, attr, value, size):
+        self.attrs[attr] = ctypes.cast(value, ctypes.POINTER(ctypes.c_uint32 if size == 4 else ctypes.c_uint64))[0]
+        return 0
+
+
+@pytest.mark.parametrize("narrow_c", [False, True])
+def test_a_16bit_c_sums_split_k_partials_in_fp32_only(narrow_c):
+    """cuBLASLt's default lets split-K partials be summed in C's type: with a 16-bit C each partial
+    would be rounded to 16 bits before the sum (the classic handle refuses that with
+    MATH_DISALLOW_REDUCED_PRECISION_REDUCTION). A 16-bit C's preference allows the compute type's
+    reduction only; an fp32 C's keeps the default (every scheme sums in fp32 there)."""
+    lib = PreferenceLib()
+    cublaslt._preference(lib, [], narrow_c)
+    mask = lib.attrs.get(cublaslt.CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK)
+    assert mask == (cublaslt.CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE if narrow_c else None)
+    assert lib.attrs[cublaslt.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES] == cublaslt.WORKSPACE_BYTES

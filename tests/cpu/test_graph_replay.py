@@ -5,7 +5,7 @@ graphs, every replay against fp64) is tests/gpu/test_graph_replay.py."""
 import pytest
 from cupy_backends.cuda.api import runtime
 
-from gemmlab.cuda import graph_replay
+from gemmlab.cuda import graph_replay, launch_graph
 from gemmlab.errors import LaunchError
 from gemmlab.cuda.graph_replay import KEPT, GraphReplay
 
@@ -229,3 +229,18 @@ def test_alpha_minus_zero_is_not_replayed_from_plus_zeros_graph(fake):
     assert g.replays == 2 and str(rec.calls[-1][0]) == "-0.0" and rec.calls[-1][-1] == 7
     g(0.0, 1, 2, 0.0, 3, 42)
     assert g.replays == 3 and drv.launched[-1] == (101, 42)  # +0.0's own graph again
+
+
+def test_a_library_call_recorded_into_a_capture_is_pinned(fake, monkeypatch):
+    """The user's graph holds the prepared call's workspace: the call is kept for good once a
+    capture recorded it, and not before."""
+    monkeypatch.setattr(launch_graph, "_captured", {})
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    g(1.0, 1, 2, 0.0, 3, 42)
+    g(1.0, 1, 2, 0.0, 3, 42)  # replayed
+    assert launch_graph.captured_count() == 0
+    drv.capturing = 1
+    g(1.0, 1, 2, 0.0, 3, 42)
+    g(2.0, 1, 2, 0.0, 3, 42)  # a first call of its arguments, under capture
+    assert launch_graph._captured == {id(rec): rec}

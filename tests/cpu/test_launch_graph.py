@@ -297,3 +297,34 @@ def test_the_structures_match_cuda_h():
     assert ctypes.sizeof(launcher.LaunchConfig) == 56 and launcher.LaunchConfig.hStream.offset == 32
     assert launcher.LaunchConfig.attrs.offset == 40 and launcher.LaunchConfig.numAttrs.offset == 48
     assert ctypes.sizeof(launcher.LaunchAttribute) == 72 and launcher.LaunchAttribute.value.offset == 8
+
+
+def test_launches_recorded_into_a_capture_are_pinned_with_their_buffers(fake, monkeypatch):
+    """A user's captured graph keeps the addresses of the buffers the launches use: whatever a
+    capture recorded is kept alive for good (not dropped with an executor), whatever is launched
+    outside a capture is not."""
+    monkeypatch.setattr(launch_graph, "_captured", {})
+    drv = fake()
+    workspace = object()
+    g = LaunchGraph(_launches(), keep=(workspace,))
+    g.launch(42, "k")  # an ordinary launch: nothing pinned
+    assert launch_graph.captured_count() == 0
+    drv.capturing.add(42)
+    g.launch(42, "k")  # a known stream under capture
+    fresh = LaunchGraph(_launches())
+    fresh.launch(42, "k")  # a first launch under capture
+    assert launch_graph.captured_count() == 2
+    assert launch_graph._captured[id(g)] is g and g.keep == (workspace,)
+    g.launch(42, "k")  # once per object
+    assert launch_graph.captured_count() == 2
+
+
+def test_a_graph_turned_off_pins_only_the_launches_a_capture_records(fake, monkeypatch):
+    monkeypatch.setattr(launch_graph, "_captured", {})
+    drv = fake("create")
+    g = LaunchGraph(_launches())
+    g.launch(42, "k")
+    assert not g.enabled and launch_graph.captured_count() == 0
+    drv.capturing.add(43)
+    g.launch(43, "k")
+    assert launch_graph.captured_count() == 1 and drv.direct[-2:] == [(11, 43), (12, 43)]

@@ -8,6 +8,7 @@ prepared launcher. Errors are one BadArgumentError (a ValueError) line.
 """
 from __future__ import annotations
 
+import operator
 import sys
 from dataclasses import replace
 from typing import Any, Mapping
@@ -104,6 +105,8 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
         registry.all_impls()
         ops.names()
         arch = arch or "sm_90"
+    if A is not None and op == "reduce" and B is not None:
+        raise core.BadArgumentError("explain(op='reduce') takes one array, x")
     if A is not None and B is None and op in (None, "reduce"):
         op, dims, dtype = "reduce", (checks.sum_operand(A, "gemmlab.explain").size(),), "fp32"
     elif A is not None:
@@ -113,12 +116,9 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
     else:
         if op is None or shape is None:
             raise core.BadArgumentError("explain needs arrays, or op= and shape=")
-        if op not in ("sgemm", "hgemm", "bgemm", "reduce"):
-            raise core.BadArgumentError(f"op must be sgemm, hgemm, bgemm or reduce, not {op!r}")
-        dims = tuple(int(d) for d in shape)
-        dtype = dtype or ("fp32" if op != "hgemm" else "bf16")
+        dims, dtype = _explained_shape(op, shape, dtype)
     # what the call reads in place (transposed views, as calls.gemm) and C's type
-    layout = checks.layout_of(op, a, b) if A is not None else (False, False)
+    layout = checks.layout_of(op, a, b) if A is not None and op != "reduce" else (False, False)
     out = "fp32"
     if op != "reduce":
         named = checks.out_name(out_dtype)
@@ -134,6 +134,30 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
                              gpu, arch, tuning.describe())
     print(text, file=file or sys.stdout)
     return text
+
+
+# op -> (the shape explain takes, its length, the dtypes); GEMM dimensions are 32-bit (checks.MAX_DIM)
+EXPLAIN_SHAPES = {"sgemm": ("(M, N, K)", 3, ("fp32",)), "hgemm": ("(M, N, K)", 3, ("bf16", "fp16", "tf32")),
+                  "bgemm": ("(M, N, K, batch)", 4, ("fp32",)), "reduce": ("(n,)", 1, ("fp32",))}
+
+
+def _explained_shape(op: str, shape, dtype: str | None) -> tuple[tuple, str]:
+    """explain's op=, shape= and dtype= checked as a call would check its arrays: (dims, dtype)."""
+    if op not in EXPLAIN_SHAPES:
+        raise core.BadArgumentError(f"op must be sgemm, hgemm, bgemm or reduce, not {op!r}")
+    form, length, dtypes = EXPLAIN_SHAPES[op]
+    try:
+        dims = tuple(operator.index(d) for d in shape)
+    except TypeError:  # not a sequence, or not of integers
+        dims = ()
+    top = 2**63 - 1 if op == "reduce" else checks.MAX_DIM
+    if len(dims) != length or not all(0 <= d <= top for d in dims):
+        raise core.BadArgumentError(f"explain(op={op!r}) takes shape={form}, integers from 0 to "
+                                    f"{'2^63' if op == 'reduce' else '2^31'} - 1, not {shape!r}")
+    dtype = dtype or dtypes[0]
+    if dtype not in dtypes:
+        raise core.BadArgumentError(f"explain(op={op!r}) takes dtype " + ", ".join(dtypes) + f", not {dtype!r}")
+    return dims, dtype
 
 
 def register_torch_ops() -> None:

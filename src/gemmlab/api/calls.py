@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from .checks import check_choice, gemm_operands, layout_of, out_name, output_operand, reals
+from .checks import MAX_DIM, check_choice, gemm_operands, layout_of, out_name, output_operand, overlap, reals
 from .core import _state, _thread, executor, forgotten, keep, setup
 from .frameworks import cupy_refs, new_torch_output, setup_cupy, setup_torch, torch_outputs, torch_refs
 from .operands import copy_into, densify, new_output, result, scale
@@ -69,7 +69,7 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
         K2, N = B.shape
     except ValueError:
         return NotImplemented
-    if K != K2 or not (M and N and K):
+    if K != K2 or not (M and N and K) or (M | N | K) > MAX_DIM:
         return NotImplemented
     # contiguous, the common case, without a Python call (about 0.1 us each)
     ta = False if A.is_contiguous() else _transposed(A)
@@ -94,13 +94,31 @@ def torch_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None
     entry = None if params else _thread.hot_calls.get(key)
     if entry is None or (entry[0].owns_workspace and entry[0].stream != stream):
         return _torch_first(op_name, key, A, C, alpha, beta, params, stream, a, b)
-    ex, template = entry
-    result = C if template is None else torch_refs["empty_like"](template)
-    c = result.data_ptr()
+    ex, template, spans = entry
+    if template is None:
+        result, c = C, C.data_ptr()
+        sa, sb, sc = spans  # bytes of A, B and C: a C overlapping A or B goes to the general path's copy
+        if c < a + sa and a < c + sc or c < b + sb and b < c + sc:
+            return NotImplemented
+    else:
+        result = torch_refs["empty_like"](template)
+        c = result.data_ptr()
     if c & 15:
         return NotImplemented
     ex.run(a, b, c, alpha, beta, stream)
     return result
+
+
+def _spans(M: int, N: int, K: int, item: int, c_item: int) -> tuple[int, int, int]:
+    """The bytes A, B and C cover (each one contiguous extent on the hot paths)."""
+    return M * K * item, K * N * item, M * N * c_item
+
+
+def _apart(a: int, b: int, c: int, spans: tuple[int, int, int]) -> bool:
+    """Whether C's bytes miss A's and B's: a C that overlaps either would be written while blocks
+    still read it, so such a call runs on a copy of C (the general path)."""
+    sa, sb, sc = spans
+    return not (c < a + sa and a < c + sc or c < b + sb and b < c + sc)
 
 
 def _decided(op_name: str, key: tuple, refs: dict, C, beta: float, params, stream: int):
@@ -134,7 +152,7 @@ def _torch_first(op_name: str, key: tuple, A, C, alpha, beta, params, stream: in
     if decided is None:
         return NotImplemented
     ex, c_type = decided
-    template = None
+    template = spans = None
     if C is None:
         M, N = key[2], key[3]
         template = torch_outputs.get((M, N, c_type))
@@ -145,11 +163,14 @@ def _torch_first(op_name: str, key: tuple, A, C, alpha, beta, params, stream: in
             result = torch_refs["empty_like"](template)
     else:
         result = C
+        spans = _spans(key[2], key[3], key[4], A.element_size(), C.element_size())
+        if not _apart(a, b, C.data_ptr(), spans):
+            return NotImplemented
     c = result.data_ptr()
     if c & 15:
         return NotImplemented
     if not params and (C is not None or template is not None):
-        keep(_thread.hot_calls, key, (ex, template), before)
+        keep(_thread.hot_calls, key, (ex, template, spans), before)
     ex.run(a, b, c, alpha, beta, stream)
     return result
 
@@ -165,7 +186,7 @@ def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None 
         return NotImplemented
     M, K = A.shape
     K2, N = B.shape
-    if K != K2 or not (M and N and K):
+    if K != K2 or not (M and N and K) or (M | N | K) > MAX_DIM:
         return NotImplemented
     ta, tb = _cupy_transposed(A), _cupy_transposed(B)
     if ta is None or tb is None:
@@ -189,9 +210,16 @@ def cupy_gemm(op_name: str, A, B, C, alpha, beta, impl, params, out: str | None 
     entry = None if params else _thread.hot_calls.get(key)
     if entry is None or (entry[0].owns_workspace and entry[0].stream != stream):
         return _cupy_first(op_name, key, C, alpha, beta, params, stream, a, b)
-    ex, c_type = entry
-    result = C if c_type is None else nd((M, N), c_type)  # cupy.empty: CuPy's pool, current device
-    ex.run(a, b, result.data.ptr, alpha, beta, stream)
+    ex, c_type, spans = entry
+    if c_type is None:
+        result, c = C, C.data.ptr
+        sa, sb, sc = spans  # as torch_gemm's
+        if c < a + sa and a < c + sc or c < b + sb and b < c + sc:
+            return NotImplemented
+    else:
+        result = nd((M, N), c_type)  # cupy.empty: CuPy's pool, current device
+        c = result.data.ptr
+    ex.run(a, b, c, alpha, beta, stream)
     return result
 
 
@@ -202,8 +230,13 @@ def _cupy_first(op_name: str, key: tuple, C, alpha, beta, params, stream: int, a
     if decided is None:
         return NotImplemented
     ex, c_type = decided
+    spans = None
+    if C is not None:
+        spans = _spans(key[2], key[3], key[4], key[1].itemsize, C.dtype.itemsize)
+        if not _apart(a, b, C.data.ptr, spans):
+            return NotImplemented
     if not params:
-        keep(_thread.hot_calls, key, decided, before)
+        keep(_thread.hot_calls, key, (ex, c_type, spans), before)
     result = C if C is not None else cupy_refs["ndarray"]((key[2], key[3]), c_type)
     ex.run(a, b, result.data.ptr, alpha, beta, stream)
     return result
@@ -235,7 +268,6 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         scale(out, beta)
         return C if C is not None else result(out)
     stream = a.stream
-    c = out if out.dense else (densify(out) if beta != 0.0 else new_output(out, shape, dtype=out.dtype))
     # transposed views (CuPy's W.T, F-order arrays) are read in place where the executor can
     layout = layout_of(op_name, a, b)
     ex = executor(op_name, dtype, dims, impl, params, stream, layout, out.dtype)
@@ -246,6 +278,12 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         a = densify(a)
     if not (b.dense or layout[1]):
         b = densify(b)
+    # C is written in place where it is dense and shares no byte with what the kernel reads; else
+    # the call works on a dense copy (C's values where beta != 0) and copies the result back
+    if out.dense and not overlap(out, a) and not overlap(out, b):
+        c = out
+    else:
+        c = densify(out) if beta != 0.0 else new_output(out, shape, dtype=out.dtype)
     ex.run_operands(a, b, c, alpha, beta, stream)
     if c is not out:
         copy_into(out, c)

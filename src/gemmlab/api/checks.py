@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from ..errors import BadArgumentError
 from .core import _state
 from .operands import DTYPE_TEXT as DTYPE_NAMES
-from .operands import Operand, check, new_output, read, shape_text, transposed
+from .operands import ITEMSIZE, Operand, check, new_output, read, shape_text, transposed
 
 GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
+MAX_DIM = 2**31 - 1  # the kernels and cuBLAS's classic entry points take 32-bit M, N, K (and batch)
 
 
 def real(value, name: str, caller: str) -> float:
@@ -39,8 +40,13 @@ def check_choice(impl, params, caller: str) -> None:
     None: anything else refused in one line here, before a cache is keyed on them."""
     if impl is not None and not isinstance(impl, str):
         raise BadArgumentError(f"{caller}: impl must be an implementation's name (a str), not {impl!r}")
-    if params is not None and not isinstance(params, Mapping):
-        raise BadArgumentError(f"{caller}: params must be a mapping of parameter names to values, not {params!r}")
+    if params is not None:
+        if not isinstance(params, Mapping):
+            raise BadArgumentError(f"{caller}: params must be a mapping of parameter names to values, not {params!r}")
+        for name, value in params.items():  # the caches key on them: an unhashable value must not get that far
+            if not isinstance(name, str) or not isinstance(value, numbers.Integral) or isinstance(value, bool):
+                raise BadArgumentError(f"{caller}: params must map parameter names to integers, "
+                                       f"not {name!r}: {value!r}")
 
 
 def gemm_op_of(A, caller: str) -> str:
@@ -63,6 +69,9 @@ def gemm_operands(op_name: str, caller: str, A, B):
     if sb[-2] != sa[-1] or sb[:-2] != sa[:-2]:
         raise BadArgumentError(f"A is {shape_text(sa)} but B is {shape_text(sb)}: inner dimensions differ")
     dims = (sa[-2], sb[-1], sa[-1]) + ((sa[0],) if ndim == 3 else ())
+    if max(dims) > MAX_DIM:
+        raise BadArgumentError(f"A is {shape_text(sa)} and B is {shape_text(sb)}: {caller} takes dimensions up "
+                               f"to 2^31 - 1")
     dtype = ("tf32" if a.dtype == "fp32" else a.dtype) if op_name == "hgemm" else "fp32"
     return a, b, dims, dtype
 
@@ -127,6 +136,13 @@ def output_operand(C, a: Operand, shape: tuple, beta: float, caller: str, op_nam
     if c.shape != shape:
         raise BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(shape)}")
     return c
+
+
+def overlap(x: Operand, y: Operand) -> bool:
+    """Whether two operands that are read or written in place (dense, or the transposed view of a
+    dense matrix: one contiguous extent each) share any byte. A C that overlaps A or B would be
+    written while blocks still read it."""
+    return x.ptr < y.ptr + y.size() * ITEMSIZE[y.dtype] and y.ptr < x.ptr + x.size() * ITEMSIZE[x.dtype]
 
 
 def sum_operand(x, caller: str) -> Operand:

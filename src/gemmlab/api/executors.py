@@ -96,7 +96,8 @@ class KernelGemm(FastGemm):
                 self.reduce.set(4, self.workspace.data.ptr)
                 self._reduce_slots = [self.reduce.slots[i] for i in (3, 5, 6)]
         # one graph of the call's launches (the slices, then their sum, where split-K runs)
-        self.graph = LaunchGraph((self.main,) if self.reduce is None else (self.main, self.reduce))
+        self.graph = LaunchGraph((self.main,) if self.reduce is None else (self.main, self.reduce),
+                                 keep=(getattr(self, "workspace", None),))
 
     def _encode_maps(self, a: int, b: int) -> None:
         """Rung 15's maps over A and B where they fit (flag 1), re-encoded only for a new pointer;
@@ -249,7 +250,7 @@ class KernelReduce:
                 self.launches.append(p)
         self._src = self.launches[0].slots[0]
         self._dst = self.launches[-1].slots[2]
-        self.graph = LaunchGraph(self.launches)
+        self.graph = LaunchGraph(self.launches, keep=(self.partials, self.counter) if single else tuple(self.buffers))
 
     def run(self, x: int, out: int, stream: int) -> None:
         self._src.value = x

@@ -104,6 +104,7 @@ class Matmul(_Plan):
         self._a = a if layout[0] else _dense(a, "A")
         self._b = b if layout[1] else _dense(b, "B")
         self._c = _dense(c, "C")
+        self._apart(self._a, self._b, self._c)
         self._dtypes = checks.GEMM_DTYPES[op]
         self._current = current_stream_reader(a)
         self._executor = core.new_executor(op, dtype, dims, impl, params, layout, c.dtype)
@@ -118,13 +119,13 @@ class Matmul(_Plan):
                 stream: Any = None):
         """Run the plan (on new operands where given); returns C (the plan's own when none was given)."""
         scalars = None if alpha is None and beta is None else self._scalars(alpha, beta, C)
-        if A is not None:
-            self._a = self._rebind(A, "A", self._a, self._dtypes, self.layout[0])
-        if B is not None:
-            self._b = self._rebind(B, "B", self._b, self._dtypes, self.layout[1])
-        if C is not None:
-            self._c = self._rebind(C, "C", self._c, (self._c.dtype,))
-            self._c_given = True
+        if A is not None or B is not None or C is not None:  # all checked before any is kept
+            a = self._a if A is None else self._rebind(A, "A", self._a, self._dtypes, self.layout[0])
+            b = self._b if B is None else self._rebind(B, "B", self._b, self._dtypes, self.layout[1])
+            c = self._c if C is None else self._rebind(C, "C", self._c, (self._c.dtype,))
+            self._apart(a, b, c)
+            self._a, self._b, self._c = a, b, c
+            self._c_given = self._c_given or C is not None
         if scalars is not None:
             self.alpha, self.beta = scalars
         ex = self._executor
@@ -133,6 +134,14 @@ class Matmul(_Plan):
         else:
             ex.run_operands(self._a, self._b, self._c, self.alpha, self.beta, self._stream(stream))
         return self._c.obj
+
+    def _apart(self, a: Operand, b: Operand, c: Operand) -> None:
+        """Refuse a C that shares memory with A or B: the kernel would overwrite what other blocks
+        still read, and a plan never copies (the plain calls work on a copy of such a C)."""
+        for x, what in ((a, "A"), (b, "B")):
+            if checks.overlap(c, x):
+                raise BadArgumentError(f"{self.caller}: C overlaps {what} in memory; a plan writes C in place "
+                                       f"while it reads {what}: pass a separate C")
 
     def _scalars(self, alpha, beta, C) -> tuple[float, float]:
         """New (alpha, beta), checked before anything changes: beta != 0 reads C, refused on a plan

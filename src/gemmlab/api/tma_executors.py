@@ -106,7 +106,7 @@ class TmaGemm(FastGemm):
                 self.launch.set(first + 8 + i, x)
         self._alpha, self._beta, self._c = (self.launch.slots[first + i] for i in (3, 4, 5))
         self._ptrs = [None, None, None]
-        self.graph = LaunchGraph((self.launch,))
+        self.graph = LaunchGraph((self.launch,), keep=(getattr(self, "workspace", None),))
 
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         item = self.item

@@ -13,7 +13,9 @@ from typing import Optional
 
 import torch
 
+from ..errors import BadArgumentError
 from . import calls, sum_calls
+from .operands import shape_text
 
 
 @torch.library.custom_op("gemmlab::sgemm", mutates_args=())
@@ -45,11 +47,20 @@ def reduce_sum(x: torch.Tensor) -> torch.Tensor:
 
 
 def _gemm(op: str, A, B, C, alpha, beta, out_dtype=None):
-    out = C.clone() if C is not None and beta != 0.0 else None  # functional: C itself is never written
-    if out is None and C is not None and out_dtype is None:
-        out_dtype = C.dtype  # C not read (beta == 0), but its type is the result's
-    return calls.gemm(op, f"torch.ops.gemmlab.{op}", A, B, out, alpha, beta if out is not None else 0.0, None, None,
-                      out_dtype)
+    """The plain call, functionally: C itself is never written. beta != 0 works on a row-major
+    copy of C (the fake's layout, whatever C's); beta == 0 reads no C, whose type is then the
+    result's; beta != 0 without C is refused by the call, as gemmlab.sgemm refuses it."""
+    caller = f"torch.ops.gemmlab.{op}"
+    out = None
+    if C is not None:
+        if beta != 0.0:
+            out = C.clone(memory_format=torch.contiguous_format)
+        else:
+            expected = (*A.shape[:-1], B.shape[-1])
+            if tuple(C.shape) != expected:
+                raise BadArgumentError(f"{caller}: C is {shape_text(C.shape)}, expected {shape_text(expected)}")
+            out_dtype = out_dtype if out_dtype is not None else C.dtype
+    return calls.gemm(op, caller, A, B, out, alpha, beta, None, None, out_dtype)
 
 
 def _fake_gemm(A, B, C=None, alpha=1.0, beta=0.0, out_dtype=None):

@@ -15,6 +15,7 @@ from ..errors import BadArgumentError
 _named: str | None = None
 _cache: dict[tuple, dict] = {}
 _lock = threading.Lock()
+_MISSING = object()  # a key not looked up yet (None is a lookup that found nothing)
 
 
 def use_tuning(path: str | os.PathLike | None) -> None:
@@ -59,7 +60,8 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
     if db is None or getattr(spec, "kind", "") != "kernel":
         return None
     key = (db, spec.name, problem.op, getattr(problem, "dtype", ""), problem.M, problem.N, problem.K, gpu)
-    if key not in _cache:
+    found = _cache.get(key, _MISSING)  # one read: another thread's use_tuning may clear the cache at any time
+    if found is _MISSING:
         from ..harness.tuned import usable_best
         from ..store import ResultStore
 
@@ -73,4 +75,4 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
                 raise BadArgumentError(f"cannot read the tuning database {db}: {exc}") from None
         with _lock:
             _cache[key] = found
-    return _cache[key]
+    return found

@@ -56,6 +56,8 @@ CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5  # int32_t
 CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6  # int64_t, in elements
 # cublasLt.h: cublasLtMatmulPreferenceAttributes_t
 CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1  # uint64_t
+CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3  # uint32_t, default every scheme
+CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE = 2  # split-K partials summed in the compute type (fp32), in the workspace
 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5  # uint32_t each, default 256
 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6
 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7
@@ -237,10 +239,18 @@ def _layout(lib, owned: list, dtype: int, layout: Layout, batch: int) -> ctypes.
     return out
 
 
-def _preference(lib, owned: list) -> ctypes.c_void_p:
+def _preference(lib, owned: list, narrow_c: bool) -> ctypes.c_void_p:
+    """The heuristic's limits: workspace, alignment, and for a 16-bit C (`narrow_c`) split-K
+    partials summed in fp32 only. Lt's default also lets them be summed in C's type (in place
+    or not), which rounds every partial to 16 bits: the classic handle refuses that too
+    (cublas.MATH_DISALLOW_REDUCED_PRECISION_REDUCTION), and the checks' bound (accumulated in
+    fp32, rounded once) assumes it."""
     pref = _create(lib, "MatmulPreference", owned)
     setter = lib.cublasLtMatmulPreferenceSetAttribute
     _set(setter, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(WORKSPACE_BYTES))
+    if narrow_c:
+        _set(setter, pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+             ctypes.c_uint32(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE))
     for attr in (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES):
         _set(setter, pref, attr, ctypes.c_uint32(ALIGNMENT))
@@ -340,7 +350,7 @@ class PreparedLtGemm:
             types = (ab_type, ab_type, cd_type)
             layouts = [_layout(lib, owned, t, lay, batch)
                        for t, lay in zip(types, column_major_layouts(M, N, K, trans_a, trans_b))]
-            result = _heuristic(lib, h, desc, layouts, _preference(lib, owned), what)
+            result = _heuristic(lib, h, desc, layouts, _preference(lib, owned, out_dtype != "fp32"), what)
             self.workspace_bytes = int(result.workspaceSize)
             workspace = _allocate(self.workspace_bytes, owned)
         self._algo = MatmulAlgo.from_buffer_copy(result.algo)

@@ -21,6 +21,8 @@ The rules:
   directly, so the user's graph records the library call as it would without us. So is one whose
   capture check fails (the legacy stream while another stream captures in global mode) or
   reports an invalidated capture.
+- The library call a user's capture records is pinned for good (launch_graph's rules): the
+  user's graph holds its workspace.
 - Any driver error while capturing turns replay off for this call object for good: it then
   behaves exactly as the plain call.
 """
@@ -32,7 +34,7 @@ from collections import OrderedDict
 from typing import Callable
 
 from ..errors import LaunchError
-from .launch_graph import gemm_key
+from .launch_graph import gemm_key, pin_captured
 from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver, error_name, relaxed_capture
 
 CU_STREAM_NON_BLOCKING = 1
@@ -118,8 +120,19 @@ class GraphReplay:
                     self.replays += 1
                     self._last = key
                     return
+        if self._launch is None:
+            self._bind()
+        if self._capturing(stream):  # a user's graph now holds the call's workspace (launch_graph's rules)
+            pin_captured(self.call)
         self.call(alpha, a, b, beta, c, stream)
         self._last = key  # only a call that went through is worth capturing when it repeats
+
+    def _capturing(self, stream: int) -> bool:
+        """Whether `stream` is being captured (a failed check counts as capturing, as in run)."""
+        try:
+            return self._is_capturing(stream)
+        except RuntimeError:
+            return True
 
     def _capture(self, key: tuple, alpha: float, a: int, b: int, beta: float, c: int):
         """(graph exec, its handle) of one call with these arguments (kept under `key`), or None with

@@ -34,6 +34,11 @@ The rules:
   (`disabled_reason` says why): every stream's instantiation is freed and every call then
   launches directly, as before. A failed argument update raises, and the next call on that
   stream copies every node's arguments again (a failure midway leaves no half-updated graph).
+- Launches recorded into a user's capture are pinned (`pin_captured`): the user's graph holds the
+  addresses of the buffers the launches use (a split-K workspace, a sum's partials and counter,
+  cuBLASLt's workspace), and replays them for as long as it lives, past the point where the API's
+  bounded caches or a use_tuning would drop the executor and return those buffers to the pool.
+  So whatever was captured is kept for the life of the process.
 - Up to STREAMS_KEPT streams keep an instantiation; past that the least recently launched one is
   dropped (a program cycling through more streams than that pays an instantiation per change of
   stream; one that keeps returning to a few keeps theirs).
@@ -48,6 +53,20 @@ from typing import Hashable, Sequence
 from ..errors import LaunchError
 from .launcher import (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, PreparedLaunch, driver, error_name, raw_driver,
                        relaxed_capture)
+
+_captured: dict = {}  # id -> an object whose memory a user's captured graph may use: kept for good
+
+
+def pin_captured(obj) -> None:
+    """Keep `obj` (and what it holds) alive for the life of the process: a user's graph captured
+    its launches and may replay them at any time (the module's rules)."""
+    _captured[id(obj)] = obj
+
+
+def captured_count() -> int:
+    """How many objects capture has pinned (the tests read it)."""
+    return len(_captured)
+
 
 def gemm_key(a: int, b: int, c: int, alpha: float, beta: float) -> tuple:
     """What a GEMM call's graph depends on, as a key that equal calls share: its pointers and
@@ -87,8 +106,9 @@ class LaunchGraph:
     `graph_launches` counts the calls served by a graph, `updates` those that copied new arguments
     into it first (the tests read both)."""
 
-    def __init__(self, launches: Sequence[PreparedLaunch]):
+    def __init__(self, launches: Sequence[PreparedLaunch], keep: tuple = ()):
         self.launches = tuple(launches)
+        self.keep = keep  # the buffers the launches use (pinned with the graph under a capture)
         self.enabled = True
         self.disabled_reason = ""
         self.graph_launches = 0
@@ -132,6 +152,10 @@ class LaunchGraph:
                     raise LaunchError(f"{self.launches[0].name}: cuGraphLaunch failed ({exc})") from exc
                 self.graph_launches += 1
                 return
+        elif self._launch is None:  # the graph off, or a first launch under a capture
+            self._bind()
+        if entry is not None or self._capturing(stream):  # an entry reaching here is captured
+            pin_captured(self)
         for launch in self.launches:
             launch.launch(stream)
 
