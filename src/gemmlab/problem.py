@@ -17,6 +17,7 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 # The type of C: fp32 (every op's default), or a 16-bit type (hgemm: the input type, as torch.mm
 # writes it for 16-bit inputs).
 OUT_DTYPES = ("fp32", "fp16", "bf16")
+MAX_DIM = 2**31 - 1  # the kernels (and cuBLAS's classic entry points) take M, N, K and batch as 32-bit ints
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class GemmProblem:
                 raise BadArgumentError(f"{dim} must be an integer, got {value!r}")
             if value < 1:
                 raise BadArgumentError(f"{dim} must be >= 1, got {value}")
+            if value > MAX_DIM:
+                raise BadArgumentError(f"{dim} = {value}: the kernels take dimensions up to 2^31 - 1")
         if self.layout not in LAYOUTS:
             raise BadArgumentError(f"layout {self.layout!r} must be one of {', '.join(LAYOUTS)} (op(A) op(B): "
                                    "n as given, t transposed)")
@@ -100,6 +103,8 @@ class BatchedGemmProblem(GemmProblem):
         super().__post_init__()
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
             raise BadArgumentError(f"batch must be an integer >= 1, got {self.batch!r}")
+        if self.batch > MAX_DIM:
+            raise BadArgumentError(f"batch = {self.batch}: the kernels take a batch count up to 2^31 - 1")
 
     @property
     def shape(self) -> str:
@@ -185,6 +190,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
         raise BadArgumentError(f"size {text!r} must be N or MxNxK")
     if min(dims) < 1:
         raise BadArgumentError(f"size {text!r} must have every dimension >= 1")
-    if max(dims) > 2**31 - 1:  # the kernels take M, N, K as 32-bit ints
+    if max(dims) > MAX_DIM:
         raise BadArgumentError(f"size {text!r} has a dimension past 2^31 - 1")
     return dims[0], dims[1], dims[2]

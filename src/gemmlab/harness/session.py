@@ -58,7 +58,7 @@ def record_and_report(impls: list, problems: list, options: BenchOptions, *, sto
         task = progress.add_task("benchmarking", total=len(impls) * len(problems))
 
         def record(r):
-            store.add_result(run_id, **r.row())
+            store.add_result(run_id, **r.row(), flush=options.flush)  # so a warm-L2 run never reads as cold
             progress.update(task, advance=1, description=describe(r))
 
         results = run_bench(impls, problems, options, on_result=record)
@@ -95,8 +95,9 @@ def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, p
     from ..cuda.device import device, info
     from ..envinfo import collect_env
 
-    csv, json_out = output_file(csv, "--csv"), output_file(json_out, "--json")  # before any work
-    markdown = output_file(markdown, "--markdown")
+    target = db or DEFAULT_DB  # no table may be written over it
+    csv, json_out = output_file(csv, "--csv", target), output_file(json_out, "--json", target)  # before any work
+    markdown = output_file(markdown, "--markdown", target)
     op = ops.get(op_name)
     dtype = op.check_dtype(args.dtype)
     named, after = dispatched.split(impl)
@@ -147,11 +148,17 @@ def verify(op_name: str, impl: str, args: ops.ShapeArgs, params: str | None) -> 
             reason = op.refusal(i, candidates[-1])
             if reason:
                 raise BadArgumentError(reason)
+    plan = [(i, [p for p in candidates if not op.refusal(i, p)]) for i in impls]
+    # a named implementation that takes none of the sweep's problems (a layout or dtype it never
+    # reads) would pass having verified nothing: refused with its reason, as a named shape is;
+    # under "all" it is skipped, unless nothing at all is left
+    for i, mine in plan:
+        if not mine and (impl.strip() not in ("all", "ladder") or not any(ps for _, ps in plan)):
+            raise BadArgumentError(op.refusal(i, candidates[0]) or f"{i.name} takes none of the problems to verify")
     device()
     table = Table(title=f"{op.name} ({op.title}): verification against fp64")
     for col in ("impl", "shape", "alpha", "beta", "launches", "result", "rel err", "tol", "detail"):
         table.add_column(col)
-    plan = [(i, [p for p in candidates if not op.refusal(i, p)]) for i in impls]
     skipped = sum(len(candidates) - len(mine) for _, mine in plan)
     results = []
     with progress_bar() as progress:

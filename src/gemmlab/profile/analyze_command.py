@@ -54,6 +54,9 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     chosen = params_for(specs, params)
     given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
     problem = _problem(op, given, M, N, K, n)
+    # the database opened (a foreign, newer or damaged one refused) before the kernels compile
+    db_path = Path(db or DEFAULT_DB) if store_rows else None
+    store = ResultStore(db_path) if store_rows else None
     tool = find_tool()
     skipped = []  # kernels not built, each with its reason, said below the tables
     for s in list(specs):
@@ -130,9 +133,7 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     for line in skipped:
         console.print(line, highlight=False, markup=False)
 
-    if store_rows:
-        db_path = Path(db or DEFAULT_DB)
-        store = ResultStore(db_path)
+    if store is not None:
         run_id = store.start_run("analyze", command_text(ctx), collect_env())
         conn = rows.connect(db_path)
         for a in results:

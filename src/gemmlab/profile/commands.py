@@ -205,7 +205,10 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     """Nsight Compute metrics of each kernel, side by side (ncu runs a small target process).
     Every op: --op hgemm profiles the tensor-core rungs built for the --dtype, --layout and
     --out-dtype given (and cuBLAS/torch on the same problem), --op bgemm takes --batch."""
-    csv, json_out = output_file(csv, "--csv"), output_file(json_out, "--json")  # before ncu runs
+    from ..store import DEFAULT_DB, ResultStore
+
+    target = db or DEFAULT_DB  # no table may be written over it
+    csv, json_out = output_file(csv, "--csv", target), output_file(json_out, "--json", target)  # before ncu runs
     if reports is not None:
         reports = output_folder(reports, "--reports")
     if timeout <= 0:
@@ -214,7 +217,6 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     problem = _problem(op, given, M, N, K, n, alpha, beta)
     from ..cuda.device import device, info
     from ..envinfo import collect_env
-    from ..store import DEFAULT_DB, ResultStore
     from . import ncu as N_
     from . import rows
     from .profiler import measure_dram_bandwidth, ncu_version, profile_many

@@ -228,8 +228,11 @@ def build(data: ReportData, out: Path, size: str | None, title: str, command: st
     if not benches:
         doc.p("No SGEMM benchmark rows in this database (`gemmlab bench` writes them).")
     for run in benches:
-        doc.p("Median of CUDA-event timings with L2 flushed before each launch, after each point passed "
-              "verification against fp64; cuBLAS timed by the same timer in the same process.")
+        warm = any(r.get("flush") is not None and not r["flush"] for r in data.results_of(run.id))  # --no-flush
+        timed = "of back-to-back launches with a warm L2 (`--no-flush`)" if warm else "with L2 flushed before each launch"
+        doc.p("Median of CUDA-event timings " + timed
+              + ", after each point passed verification against fp64; cuBLAS timed by the same timer in the "
+              "same process.")
         for t in bench_tables(data, run):
             doc.table(t)
     if benches:

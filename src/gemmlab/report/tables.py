@@ -153,6 +153,8 @@ def profile_table(data: ReportData, run: Run) -> SimpleTable:
     t = SimpleTable(f"Nsight Compute metrics at {', '.join(shapes) or '-'}", ["metric", *labels],
                     right=set(range(1, len(labels) + 1)), note=run_note(run))
     for m in METRICS:
+        if ok and all(p.get(m.key) is None for p in ok):  # a metric this run did not record (an older gemmlab's)
+            continue
         t.add(m.label, *(_fmt(p.get(m.key), m.digits) for p in ok))
     t.add("Arithmetic intensity (2MNK / DRAM bytes)",
           *(_fmt(2 * p["M"] * p["N"] * p["K"] * (p.get("batch") or 1) / p["dram_bytes"], 1)

@@ -71,7 +71,7 @@ def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: Tu
     def record(row: dict) -> None:
         summary.trials.append(row)
         if store is not None:
-            store.add_result(run_id, **row)
+            store.add_result(run_id, **{"flush": True, **row})  # tune always times with a cold L2
         if on_result:
             on_result(row)
 
