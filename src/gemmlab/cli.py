@@ -6,6 +6,7 @@ verification failure), never a traceback.
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import ops, registry
-from .errors import BadArgumentError, GemmlabError
+from .errors import BadArgumentError, GemmlabError, NoGPUError
 from .harness import session
 from .harness.bench import BenchOptions
 from .harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
@@ -63,12 +64,16 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
     from .cuda.compile import compile_kernel
 
     ops.get(op)
-    if arch is None:
+    if arch is not None:
+        _check_arch(arch, f"--arch {arch!r}")
+    else:
         from .cuda.device import info
 
-        arch = info().arch
-    if not arch.startswith("sm_"):
-        raise BadArgumentError(f"--arch {arch!r} must look like sm_90")
+        try:
+            arch = info().arch
+        except NoGPUError as exc:
+            raise NoGPUError(f"{exc}; to compile without a GPU, pass --arch (e.g. --arch sm_90)") from None
+        _check_arch(arch, f"this GPU's {arch}")
     impls = registry.select(impl, op=op, with_baselines=False)
     if not any(i.kind == "kernel" for i in impls):  # a library baseline (cublas, ...) has nothing to build
         raise BadArgumentError(f"--impl {impl!r} names no gemmlab kernel: nothing to compile")
@@ -101,6 +106,24 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
         raise GemmlabError(failures[0] + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""))
 
 
+MIN_ARCH = 80  # the kernels' floor: cp.async, ldmatrix and bf16 mma.sync (sm_75 builds a few rungs only)
+
+
+def _check_arch(arch: str, what: str) -> None:
+    """One line unless gemmlab can build for `arch`: sm_NN from sm_80 on that this NVRTC knows,
+    and from sm_90 on sm_NNa too (the arch-specific features: wgmma, setmaxnreg). Without NVRTC,
+    only the form is checked (compiling then says what is missing)."""
+    from .envinfo import nvrtc_archs
+
+    known = [a for a in nvrtc_archs() if a >= MIN_ARCH]
+    form = re.fullmatch(r"sm_([1-9][0-9]*)(a?)", arch)  # ASCII digits, as NVRTC reads them
+    number = int(form[1]) if form else 0
+    if number < (90 if form and form[2] else MIN_ARCH) or (known and number not in known):
+        listed = ", ".join(f"sm_{a}" for a in known) or f"sm_{MIN_ARCH} and up"
+        raise BadArgumentError(f"{what} {'is not supported' if form else 'must look like sm_90'} (gemmlab builds "
+                               f"for {listed}, and from sm_90 on also with an 'a', e.g. sm_90a)")
+
+
 @app.command()
 def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
            op: str = typer.Option("sgemm", help=OP_HELP),
@@ -111,11 +134,12 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
            batch: Optional[int] = typer.Option(None, min=1, help="bgemm: batch count of a --M/--N/--K shape"),
            M: Optional[int] = typer.Option(None, "--M"), N: Optional[int] = typer.Option(None, "--N"),
            K: Optional[int] = typer.Option(None, "--K"),
-           alpha: float = typer.Option(1.5), beta: float = typer.Option(-0.75),
+           alpha: Optional[float] = typer.Option(None, help="GEMM ops, with --M/--N/--K (default 1.5)"),
+           beta: Optional[float] = typer.Option(None, help="GEMM ops, with --M/--N/--K (default -0.75)"),
            params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
     """Verify against fp64 over the op's edge-case sweep (or one --M/--N/--K shape, or --n sizes)."""
     args = ops.shape_args(op, M=M, N=N, K=K, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype, layout=layout,
-                       out_dtype=out_dtype)
+                       out_dtype=out_dtype, scalars=(1.5, -0.75))
     session.verify(op, impl, args, params)
 
 
@@ -138,7 +162,8 @@ def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
           K: Optional[int] = typer.Option(None, "--K"),
           sizes: Optional[str] = typer.Option(None, help="e.g. 1024,4096,1000x3000x2000 (bgemm: 8x512 = batch x "
                                                           "size, or BxMxNxK)"),
-          alpha: float = typer.Option(1.0), beta: float = typer.Option(0.0),
+          alpha: Optional[float] = typer.Option(None, help="GEMM ops (default 1)"),
+          beta: Optional[float] = typer.Option(None, help="GEMM ops (default 0)"),
           warmup: int = typer.Option(3, min=0), repeat: int = typer.Option(10, min=1),
           check: bool = typer.Option(True, "--check/--no-check", help="verify each point before timing it"),
           flush: bool = typer.Option(True, "--flush/--no-flush", help="flush L2 before every timed launch"),
@@ -157,7 +182,7 @@ def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
 
         given = {"--op": op != "sgemm", "--impl": impl != "all", "--params": params, "--dtype": dtype, "--db": db,
                  "--layout": layout, "--out-dtype": out_dtype, "--csv": csv, "--json": json_out, "--M": M,
-                 "--N": N, "--K": K, "--batch": batch, "--alpha": alpha != 1.0, "--beta": beta != 0.0,
+                 "--N": N, "--K": K, "--batch": batch, "--alpha": alpha is not None, "--beta": beta is not None,
                  "--warmup": warmup != 3, "--repeat": repeat != 10, "--no-check": not check,
                  "--no-flush": not flush, "--default-params": default_params}
         ignored = [name for name, value in given.items() if value]
@@ -185,7 +210,8 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
          strategy: str = typer.Option("exhaustive", help="exhaustive | random | bayes (needs optuna)"),
          budget: Optional[int] = typer.Option(None, min=1, help="at most this many points"),
          time_limit: Optional[float] = typer.Option(None, "--time", min=1, help="start no candidate after SECONDS"),
-         seed: int = typer.Option(0, help="seed of the random and bayes strategies"),
+         seed: int = typer.Option(0, min=0, max=2**32 - 1, help="seed of the random and bayes strategies "
+                                                                 "(0 to 2^32 - 1, Optuna's range)"),
          jobs: Optional[int] = typer.Option(None, min=1, help="parallel NVRTC processes (default: the cores the GPU workers leave)"),
          devices: Optional[str] = typer.Option(None, help="GPUs to run candidates on, e.g. 0,1 (one worker each; "
                                                          "default 0, or every GPU with --cluster local)"),
@@ -246,9 +272,10 @@ def report(ctx: typer.Context, db: Path = typer.Option(None, help="results datab
         console.print(f"wrote {path}", highlight=False)
 
 
-def _line(text: str, limit: int = 400) -> str:
+def _line(text: str, limit: int = 480) -> str:
     """A message on one line of bounded length: inputs are echoed in messages, and a 100,000-
-    character --op must not become a 100 KB line."""
+    character --op must not become a 100 KB line (480: room for an unknown name's hint and
+    sgemm's 27 implementation names)."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 30] + f" ... ({len(text)} characters)"
 

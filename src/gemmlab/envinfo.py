@@ -68,6 +68,17 @@ def nvrtc_version() -> str | None:
         return None
 
 
+def nvrtc_archs() -> list[int]:
+    """The architectures this NVRTC builds for (75, 80, ..., 90, 100, ...); empty without it."""
+    try:
+        from cuda.bindings import nvrtc
+
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+        return [int(a) for a in archs] if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else []
+    except Exception:  # as nvrtc_version
+        return []
+
+
 def _cuda_driver():
     """(driver module, None) after a successful cuInit, else (None, one-line reason)."""
     try:
@@ -191,10 +202,11 @@ def _nvml_info(index: int) -> dict:
         _try(nv.nvmlShutdown)
 
 
-def collect_env() -> dict:
-    """Everything that can change a measurement, as a JSON-serialisable dict."""
+def collect_env(index: int = 0) -> dict:
+    """Everything that can change a measurement, as a JSON-serialisable dict; `gpu` is device
+    `index` (tune --devices 1 stores its rows under the GPU that ran them)."""
     try:
-        gpu, gpu_reason = gpu_info(), None
+        gpu, gpu_reason = gpu_info(index), None
     except NoGPUError as e:
         gpu, gpu_reason = None, str(e)
     return {

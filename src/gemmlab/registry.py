@@ -7,6 +7,7 @@ launch geometry as a function of the problem and the parameters.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import math
 import threading
@@ -302,12 +303,17 @@ def get(name: str, op: str | None = None) -> Any:
     for (_, known_name), impl in _REGISTRY.items():
         if known_name == name:
             return impl
-    known = ", ".join(sorted({n for _, n in _REGISTRY}))
-    raise UnknownKernelError(f"unknown kernel {name!r}; known: {known}")
+    op_names = sorted({o for o, _ in _REGISTRY})  # the op's own names only: all ops' would not fit one line
+    known = [i.name for i in all_impls(op)] if op in op_names else []
+    close = difflib.get_close_matches(name.lower(), known or [n for _, n in _REGISTRY], 1)
+    hint = f" - did you mean {close[0]!r}?" if close else ""
+    where = f"gemmlab list --op {op}: {', '.join(known)}" if known else f"gemmlab list --op {'|'.join(op_names)}"
+    raise UnknownKernelError(f"unknown kernel {name!r}{hint} ({where})")
 
 
 def select(names: str, op: str = "sgemm", with_baselines: bool = True) -> list[Any]:
-    """'all' | 'name' | 'a,b,c' -> implementations, in the order given ('all' in ladder order)."""
+    """'all' | 'name' | 'a,b,c' -> implementations, in the order given ('all' in ladder order);
+    'ladder', alone or in a list ('ladder,cublas'), stands for the op's rungs in order."""
     text = names.strip()
     if not text:
         raise BadArgumentError("--impl is empty")
@@ -317,9 +323,8 @@ def select(names: str, op: str = "sgemm", with_baselines: bool = True) -> list[A
     for name in (n.strip() for n in text.split(",")):
         if not name:
             raise BadArgumentError(f"--impl {names!r} has an empty name")
-        impl = get(name, op)
-        if impl.op != op:
-            raise BadArgumentError(f"{name} is a {impl.op} implementation, not {op}")
-        if impl not in picked:  # named twice: run and stored once
-            picked.append(impl)
+        found = [k for k in kernels(op) if k.rung is not None] if name == "ladder" else [get(name, op)]
+        if found and found[0].op != op:
+            raise BadArgumentError(f"{name} is a {found[0].op} implementation, not {op}")
+        picked += [i for i in found if i not in picked]  # named twice: run and stored once
     return picked

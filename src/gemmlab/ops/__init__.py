@@ -23,10 +23,16 @@ OP_OPTIONS = {"dtype": ("hgemm",), "layout": ("hgemm",), "out_dtype": ("hgemm",)
 SHAPE_OPTIONS = ("M", "N", "K", "sizes")
 
 
-def shape_args(op_name: str, **given) -> ShapeArgs:
-    """The problem options a command was given, each refused in one line where the op does not
-    take it (--dtype for sgemm, --n for a GEMM, --M for reduce, ...)."""
+def shape_args(op_name: str, scalars: tuple[float, float] = (1.0, 0.0), **given) -> ShapeArgs:
+    """The problem options a command was given (None: not given), each refused in one line where
+    the op does not take it (--dtype for sgemm, --n for a GEMM, --M or --alpha for reduce, ...).
+    `scalars`: alpha and beta where not given (verify's sweep defaults differ from bench's)."""
     get(op_name)
+    for name, default in zip(("alpha", "beta"), scalars):
+        if given.get(name) is None:
+            given[name] = default
+        elif op_name == "reduce":  # else silently unused
+            raise BadArgumentError(f"--{name} is for the GEMM ops: a sum has no alpha or beta")
     for option, owners in OP_OPTIONS.items():
         if given.get(option) is not None and op_name not in owners:
             hint = "; the GEMM ops take --M/--N/--K" if option == "n" else ""

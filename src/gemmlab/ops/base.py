@@ -132,11 +132,11 @@ class Op:
 
     # --- implementations ---------------------------------------------------------------------
     def select(self, names: str, dtype: str, with_baselines: bool = True) -> list:
-        """--impl: 'all' keeps what takes `dtype`; a named one is kept (and refused loudly later)."""
+        """--impl: 'all' and 'ladder' keep what takes `dtype`; one named is kept (and refused
+        loudly later)."""
         impls = registry.select(names, op=self.name, with_baselines=with_baselines)
-        if names.strip() == "all":
-            impls = [i for i in impls if not getattr(i, "dtypes", ()) or dtype in i.dtypes]
-        return impls
+        named = {n.strip() for n in names.split(",")}
+        return [i for i in impls if i.name in named or not getattr(i, "dtypes", ()) or dtype in i.dtypes]
 
     def refusal(self, impl: Any, problem) -> str:
         """Why `impl` cannot run `problem` ("" when it can): its dtypes, then its shape rule."""

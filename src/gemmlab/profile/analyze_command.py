@@ -54,9 +54,11 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     chosen = params_for(specs, params)
     given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
     problem = _problem(op, given, M, N, K, n)
-    # the database opened (a foreign, newer or damaged one refused) before the kernels compile
-    db_path = Path(db or DEFAULT_DB) if store_rows else None
-    store = ResultStore(db_path) if store_rows else None
+    # an existing database checked (a foreign, newer or damaged one refused) before the kernels
+    # compile; a new one is made only when there are rows to put in it
+    db_path = Path(db or DEFAULT_DB)
+    if store_rows and db_path.exists():
+        ResultStore(db_path).close()
     tool = find_tool()
     skipped = []  # kernels not built, each with its reason, said below the tables
     for s in list(specs):
@@ -133,7 +135,8 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     for line in skipped:
         console.print(line, highlight=False, markup=False)
 
-    if store is not None:
+    if store_rows:
+        store = ResultStore(db_path)
         run_id = store.start_run("analyze", command_text(ctx), collect_env())
         conn = rows.connect(db_path)
         for a in results:

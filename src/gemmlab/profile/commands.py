@@ -47,28 +47,21 @@ def command_text(ctx: typer.Context | None = None) -> str:
 
 def _select(impl: str, with_baselines: bool = True, op: str = "sgemm") -> list:
     """'all', 'name', 'a,b,c'; 'ladder' stands for the rungs in order, also inside a list
-    ('ladder,cublas')."""
-    if impl.strip() == "all":
-        return registry.select("all", op=op, with_baselines=with_baselines)
-    picked: list = []
-    for name in (n.strip() for n in impl.split(",")):
-        if name == "ladder":
-            picked += [k for k in registry.kernels(op) if k.rung is not None]
-        else:
-            picked += registry.select(name or ",", op=op, with_baselines=with_baselines)
-    return picked
+    ('ladder,cublas'), as for bench, verify and compile (registry.select)."""
+    return registry.select(impl, op=op, with_baselines=with_baselines)
 
 
 DEFAULT_REDUCE_N = 1 << 24
 
 
-def _problem(op: str, given: dict, M: int, N: int, K: int, n: int | None, alpha: float = 1.0, beta: float = 0.0):
+def _problem(op: str, given: dict, M: int, N: int, K: int, n: int | None, alpha: float | None = None,
+             beta: float | None = None):
     """The one problem `profile` and `analyze` build their kernels for. --M/--N/--K have
     defaults, so for reduce only the options given are checked (each refused in one line where
     the op does not take it)."""
     the_op = ops.get(op)
     if op == "reduce":
-        ops.shape_args(op, **given)
+        ops.shape_args(op, alpha=alpha, beta=beta, **given)
         from ..problem import ReduceProblem
 
         return ReduceProblem(n or DEFAULT_REDUCE_N)
@@ -186,7 +179,8 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
             layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
             out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help=OUT_HELP),
             batch: Optional[int] = typer.Option(None, min=1, help="bgemm: batch count (default 1)"),
-            alpha: float = typer.Option(1.0), beta: float = typer.Option(0.0),
+            alpha: Optional[float] = typer.Option(None, help="GEMM ops (default 1)"),
+            beta: Optional[float] = typer.Option(None, help="GEMM ops (default 0)"),
             warmup: int = typer.Option(3, min=1, help="launches before the profiled one (the first is verified)"),
             params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
             check: bool = typer.Option(True, "--check/--no-check", help="verify the first warm-up launch"),

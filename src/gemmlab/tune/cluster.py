@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadArgumentError, GemmlabError
-from .worker import resolve
+from .worker import resolve, visible_id
 
 GPU_RESOURCE = "GPU"
 DESCRIBE = "gemmlab.tune.remote:describe_worker"
@@ -172,14 +172,11 @@ def start_local_cluster(devices: list[int] | None = None, compile_workers: int |
         raise ClusterError("--cluster local: this machine has no GPU to start a worker for")
     if compile_workers is None:
         compile_workers = max(0, (os.cpu_count() or 1) - len(devices))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    physical = [d.strip() for d in visible.split(",")] if visible else None
     quiet = {"nthreads": 1, "silence_logs": logging.ERROR}
     workers = {}
     for d in devices:
-        gpu_id = physical[d] if physical and d < len(physical) else str(d)
         workers[f"gpu-{d}"] = {"cls": Nanny, "options": {**quiet, "resources": {GPU_RESOURCE: 1},
-                                                           "env": {"CUDA_VISIBLE_DEVICES": gpu_id}}}
+                                                           "env": {"CUDA_VISIBLE_DEVICES": visible_id(d)}}}
     for i in range(compile_workers):
         workers[f"cpu-{i}"] = {"cls": Nanny, "options": {**quiet, "env": {"CUDA_VISIBLE_DEVICES": ""}}}
     dashboard = ":0" if importlib.util.find_spec("bokeh") is not None else None

@@ -31,7 +31,7 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
 
     if op is not None:
         ops.get(op)  # an unknown op named as such, before the kernel is compared with it
-    spec = registry.get(impl)
+    spec = registry.get(impl, op)  # with --op, an unknown name is answered with that op's names
     if spec.kind != "kernel":
         raise BadArgumentError(f"{impl} is a baseline: there is nothing to tune")
     if op is not None and op != spec.op:
@@ -58,6 +58,13 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
                                    "type (tune times layout nn, fp32 C), not tunable")
         overrides[name] = (value,)
     report = enumerate_space(spec, overrides)
+
+    def make_strategy():
+        return STRATEGIES[strategy](report.kept, space_axes(spec, overrides), budget, seed)
+
+    # Built here, so that a missing Optuna is one line before the GPU is touched or a run row
+    # written (and in a dry run, which would otherwise promise a sweep that cannot start).
+    first_strategy = make_strategy()
     table = Table(title=f"{impl}: {report.total} points, {len(report.kept)} kept")
     table.add_column("dropped because")
     table.add_column("points", justify="right")
@@ -68,10 +75,6 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
         return
     if not report.kept:
         raise BadArgumentError(f"no point of {impl}'s space satisfies its constraints")
-
-    def make_strategy():
-        return STRATEGIES[strategy](report.kept, space_axes(spec, overrides), budget, seed)
-
     from ..store import DEFAULT_DB
     from .tuner import TuneOptions
 
@@ -82,7 +85,7 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
         results, errors = _tune_on_cluster(spec, problem, make_strategy, options, cluster, device_list, compile_workers,
                                          gpu, db_path, command, total)
     else:
-        results, errors = _tune_here(spec, problem, make_strategy, jobs, device_list or [0], timeout, time_limit, resume,
+        results, errors = _tune_here(spec, problem, first_strategy, jobs, device_list, timeout, time_limit, resume,
                                    db_path, command, total)
     for model, run_id, summary in results:
         _print_summary(spec, problem, report, model, run_id, summary, db_path)
@@ -126,11 +129,29 @@ def _parse_devices(devices: Optional[str]) -> list[int] | None:
         raise BadArgumentError(f"--devices {devices!r} must be GPU indices like 0,1") from None
     if not device_list:
         raise BadArgumentError("--devices is empty")
+    shown = ",".join(map(str, device_list))
+    if min(device_list) < 0:
+        raise BadArgumentError(f"--devices {shown}: GPU indices start at 0")
+    twice = sorted({d for d in device_list if device_list.count(d) > 1})
+    if twice:  # two workers on one GPU would time each other's candidates
+        raise BadArgumentError(f"--devices {shown} names GPU {', '.join(map(str, twice))} twice")
     return device_list
 
 
-def _tune_here(spec, problem, make_strategy, jobs, device_list, timeout, time_limit, resume, db_path, command, total):
-    """The local pool: this machine's GPUs, one worker process each."""
+def _check_present(device_list: list[int]) -> None:
+    """Indices past the GPUs this process sees (after CUDA_VISIBLE_DEVICES): one line. Only a
+    driver can count them, so this runs on the GPU path, after the no-GPU check."""
+    from ..envinfo import gpu_count
+
+    count = gpu_count()
+    if max(device_list) >= count:
+        raise BadArgumentError(f"--devices {','.join(map(str, device_list))}: this machine has {count} GPU(s)"
+                               + (f" (0..{count - 1})" if count else ""))
+
+
+def _tune_here(spec, problem, strategy, jobs, device_list, timeout, time_limit, resume, db_path, command, total):
+    """The local pool: this machine's GPUs, one worker process each (--devices), or one on the
+    first GPU visible when none is named (its worker inherits CUDA_VISIBLE_DEVICES as it is)."""
     from ..cuda.device import device, info
     from ..envinfo import collect_env
     from ..store import ResultStore
@@ -139,16 +160,16 @@ def _tune_here(spec, problem, make_strategy, jobs, device_list, timeout, time_li
     from .tuner import tune as run_tune
 
     device()
-    if max(device_list) >= _device_count():
-        raise BadArgumentError(f"--devices {','.join(map(str, device_list))}: this machine has {_device_count()} GPU(s)")
-    env = collect_env()
+    _check_present(device_list or [0])
+    env = collect_env(device_list[0] if device_list else 0)  # the GPU the run's rows are stored under
     gpu = (env.get("gpu") or {}).get("name")
-    options = TuneOptions(jobs=jobs, devices=device_list if len(device_list) > 1 else [None],
+    arch = (env.get("gpu") or {}).get("compute_capability") or info().arch
+    options = TuneOptions(jobs=jobs, devices=device_list or [None],
                           timeout_s=timeout, time_limit_s=time_limit, resume=resume)
     with ResultStore(db_path) as store:
         run_id = store.start_run("tune", command, env)
         with SweepProgress({gpu or "this GPU": total}) as progress:
-            summary = run_tune(spec, problem, make_strategy(), options, info().arch, store, run_id, gpu,
+            summary = run_tune(spec, problem, strategy, options, arch, store, run_id, gpu,
                                on_result=lambda row: progress.advance(gpu or "this GPU", row))
     return [(gpu, run_id, summary)], []
 
@@ -160,6 +181,8 @@ def _tune_on_cluster(spec, problem, make_strategy, options, cluster, device_list
     from .progress import SweepProgress
     from .sweeps import select_models, tune_on_cluster
 
+    if cluster == "local" and device_list:
+        _check_present(device_list)  # a worker pinned to a GPU that is not there would see none
     session = connect(cluster, device_list, compile_workers)
     try:
         console.print(f"Dask scheduler {session.address}"
@@ -201,10 +224,3 @@ def _print_summary(spec, problem, report, gpu, run_id, summary, db_path) -> None
     if best is not None:
         console.print(f"best: {fmt_params(best['params'])} at {best['gflops']:,.0f} GFLOP/s"
                       + ("" if best["params"] != spec.defaults else " (the defaults)"))
-
-
-def _device_count() -> int:
-    from cuda.bindings import driver
-
-    err, count = driver.cuDeviceGetCount()
-    return count

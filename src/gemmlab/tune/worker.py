@@ -25,9 +25,18 @@ def resolve(path: str) -> Callable[[dict], dict]:
     return getattr(importlib.import_module(module), name)
 
 
+def visible_id(index: int) -> str:
+    """What CUDA_VISIBLE_DEVICES must say to show a child process GPU `index` as this process
+    counts it: under a CUDA_VISIBLE_DEVICES of its own, `index` is a position in that list
+    (--devices 1 with CUDA_VISIBLE_DEVICES=4,5 is GPU 5), else the driver's own number."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    physical = [d.strip() for d in visible.split(",")] if visible else None
+    return physical[index] if physical and index < len(physical) else str(index)
+
+
 def _worker_main(conn, device: int | None, task_path: str) -> None:
     if device is not None:  # before any CUDA call: this process sees only its GPU
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible_id(device)
     run = resolve(task_path)
     prepare = getattr(importlib.import_module(task_path.partition(":")[0]), "prepare_worker", None)
     if prepare is not None:  # imports and the CUDA context, while the first point still compiles

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ...problem import GemmProblem
 from ...registry import Constraint, KernelSpec, Launch, Param, cdiv, register
+from ..sgemm.specs import positive
 from .tma_rows import row_rule
 
 DTYPES = ("fp16", "bf16", "tf32")  # tf32: fp32 inputs multiplied as tf32 (rung 6 only)
@@ -49,6 +50,7 @@ def dtype_constraint() -> Constraint:
 def _common_constraints() -> tuple[Constraint, ...]:
     return (
         dtype_constraint(),
+        positive("BM", "BN", "BK", "WM", "WN"),  # BK = 0 passes BK % 16 == 0
         Constraint("warp tiles must divide the block tile", lambda v: v["BM"] % v["WM"] == 0 and v["BN"] % v["WN"] == 0),
         Constraint("WM and WN must be multiples of 16", lambda v: v["WM"] % 16 == 0 and v["WN"] % 16 == 0),
     )

@@ -20,6 +20,12 @@ from ...registry import Constraint, KernelSpec, Launch, Param, cdiv, is_pow2, re
 P2 = (8, 16, 32, 64, 128, 256)
 
 
+def positive(*names: str) -> Constraint:
+    """Tile sizes of at least 1. The other rules hold for 0 (0 % 4 == 0, 0 % t == 0), and a
+    zero-sized shared array or loop step would reach NVRTC, or a launch, as the first complaint."""
+    return Constraint(f"{', '.join(names)} must be >= 1", lambda v: all(v[n] >= 1 for n in names))
+
+
 def _naive_geometry(p: GemmProblem, v) -> Launch:
     return Launch(grid=(cdiv(p.M, v["BLOCK"]), cdiv(p.N, v["BLOCK"]), 1), block=(v["BLOCK"], v["BLOCK"], 1))
 
@@ -96,7 +102,8 @@ BLOCKTILING_1D = KernelSpec(
     source="sgemm/04_blocktiling_1d.cu", entry="gemmlab::sgemm_blocktiling_1d", seed="001 kernel 4",
     params=(Param("BM", 64, (32, 64, 128)), Param("BN", 64, (32, 64, 128)),
             Param("BK", 8, (4, 8, 16, 32)), Param("TM", 8, (4, 8, 16))),
-    constraints=(Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
+    constraints=(positive("BM", "BN", "BK", "TM"),
+                 Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
                  *_splits_tiles(_threads_1d)),
     threads=_threads_1d, smem_bytes=_tile_smem, geometry=_tile_geometry(_threads_1d),
 )
@@ -107,7 +114,8 @@ BLOCKTILING_2D = KernelSpec(
     source="sgemm/05_blocktiling_2d.cu", entry="gemmlab::sgemm_blocktiling_2d", seed="001 kernel 5",
     params=(Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)),
             Param("BK", 8, (8, 16, 32)), Param("TM", 8, (4, 8, 16)), Param("TN", 8, (4, 8, 16))),
-    constraints=(Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
+    constraints=(positive("BM", "BN", "BK", "TM", "TN"),
+                 Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
                  Constraint("TN must divide BN", lambda v: v["BN"] % v["TN"] == 0),
                  *_splits_tiles(_threads_2d)),
     threads=_threads_2d, smem_bytes=_tile_smem, geometry=_tile_geometry(_threads_2d),
@@ -119,7 +127,8 @@ VECTORIZE = KernelSpec(
     source="sgemm/06_vectorize.cu", entry="gemmlab::sgemm_vectorize", seed="001 kernel 6",
     params=(Param("BM", 128, (64, 128, 256)), Param("BN", 128, (64, 128, 256)),
             Param("BK", 8, (8, 16, 32)), Param("TM", 8, (4, 8, 16)), Param("TN", 8, (4, 8, 16))),
-    constraints=(Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
+    constraints=(positive("BM", "BN", "BK", "TM", "TN"),
+                 Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
                  Constraint("TN must divide BN", lambda v: v["BN"] % v["TN"] == 0),
                  Constraint("BK, BN, TM and TN must be multiples of 4 (float4)",
                             lambda v: all(v[p] % 4 == 0 for p in ("BK", "BN", "TM", "TN"))),
@@ -143,10 +152,6 @@ register(NAIVE, COALESCING, SMEM_BLOCKING, BLOCKTILING_1D, BLOCKTILING_2D, VECTO
 # shared memory (<= 48 KiB) are checked through `threads` and `smem_bytes`.
 # ================================================================================================
 
-def _positive(*names: str) -> Constraint:
-    return Constraint(f"{', '.join(names)} must be >= 1", lambda v: all(v[n] >= 1 for n in names))
-
-
 def _tile_launch(p: GemmProblem, bm: int, bn: int, block: tuple[int, int, int]) -> Launch:
     return Launch(grid=(cdiv(p.N, bn), cdiv(p.M, bm), 1), block=block)
 
@@ -165,7 +170,7 @@ TILED = KernelSpec(
         Param("VEC", 1, (1, 4), "global load width: 1 scalar, 4 float4 where aligned (A only when BK % 4 == 0)"),
     ),
     constraints=(
-        _positive("TS", "BK", "RM", "RN"),
+        positive("TS", "BK", "RM", "RN"),
         Constraint("VEC (global load width) must be 1 or 4", lambda v: v["VEC"] in (1, 4)),
         Constraint("VEC=4 needs TS*RN % 4 == 0 (float4 B-tile rows)",
                    lambda v: v["VEC"] == 1 or (v["TS"] * v["RN"]) % 4 == 0),
@@ -212,7 +217,7 @@ S4_WORK_PER_THREAD = KernelSpec(
         Param("BK", 16, (8, 16, 32), "K-tile staged in shared memory per step"),
         Param("S", 4, (1, 2, 4), "outputs per thread along each side; tile L = S*D"),
     ),
-    constraints=(_positive("D", "BK", "S"),),
+    constraints=(positive("D", "BK", "S"),),
     threads=lambda v: v["D"] ** 2,
     smem_bytes=lambda v: 4 * 2 * v["S"] * v["D"] * v["BK"],
     block_tile=lambda v: (v["S"] * v["D"], v["S"] * v["D"]),
@@ -229,7 +234,7 @@ S4_OUTER_PRODUCT = KernelSpec(
         Param("BK", 16, (4, 8, 16, 32), "K-tile staged in shared memory per step"),
     ),
     constraints=(
-        _positive("DM", "DN", "BK"),
+        positive("DM", "DN", "BK"),
         Constraint("BK % 4 == 0 (A tile rows load as float4)", lambda v: v["BK"] % 4 == 0),
     ),
     threads=lambda v: v["DM"] * v["DN"],
@@ -251,7 +256,7 @@ S4_SMEM_TRANSPOSE = KernelSpec(
         Param("TN", 8, (4, 8), "columns of C per thread, in float4 fragments 4*DN apart"),
     ),
     constraints=(
-        _positive("DM", "DN", "BK", "TM", "TN"),
+        positive("DM", "DN", "BK", "TM", "TN"),
         Constraint("TM % 4 == 0 and TN % 4 == 0 (float4 fragments)",
                    lambda v: v["TM"] % 4 == 0 and v["TN"] % 4 == 0),
         Constraint("BK % 4 == 0 (A tile rows load as float4)", lambda v: v["BK"] % 4 == 0),
@@ -279,6 +284,7 @@ register(TILED, TILED_RB1X4, TILED_RB2X4, S4_BASELINE, S4_SHARED_MEMORY, S4_WORK
 def _rung6_tile_constraints() -> tuple[Constraint, ...]:
     """Rung 6's static_asserts, which rungs 7 and 8 keep."""
     return (
+        positive("BM", "BN", "BK", "TM", "TN"),
         Constraint("TM must divide BM", lambda v: v["BM"] % v["TM"] == 0),
         Constraint("TN must divide BN", lambda v: v["BN"] % v["TN"] == 0),
         Constraint("BK, BN, TM and TN must be multiples of 4 (float4)",
@@ -336,6 +342,7 @@ def _threads(v) -> int:
 def _grid_constraints(loaders) -> tuple[Constraint, ...]:
     """The kernels' static_asserts; `loaders` is the number of threads that load one tile."""
     return (
+        positive("BM", "BN", "BK", "TM", "TN", "NUM_THREADS"),
         Constraint("loaders*4 must be a multiple of BK (seed 001)", lambda v: (loaders(v) * 4) % v["BK"] == 0),
         Constraint("loaders*4 must be a multiple of BN (seed 001)", lambda v: (loaders(v) * 4) % v["BN"] == 0),
         Constraint("BM*BK must be a multiple of 4*loaders (float4 A loads)",
@@ -391,6 +398,7 @@ def _wmiter(v) -> int:
 def _warptile_constraints() -> tuple[Constraint, ...]:
     """The mirror of rung 10's static_asserts (also used by the rungs built on it)."""
     return (
+        positive("BM", "BN", "BK", "WM", "WN", "WNITER", "TM", "TN", "NT"),
         Constraint("NT must be whole warps", lambda v: v["NT"] % 32 == 0),
         Constraint("warp tiles must divide the block tile", lambda v: v["BM"] % v["WM"] == 0 and v["BN"] % v["WN"] == 0),
         Constraint("(BM/WM)*(BN/WN) must equal the warp count NT/32",
@@ -565,6 +573,7 @@ BIGTILE = KernelSpec(
             Param("STREAMK", 0, (0, 1, 2), "0 a tile a block; 1 stream-K; 2 whole waves data-parallel, the rest stream-K"),
             Param("SPLITK", 0, (0, 1, 2, 4), "K slices; 0 = automatic (ignored with STREAMK)", template=False)),
     constraints=(
+        positive("BM", "BN", "BK", "WM", "WN", "TM", "TN", "NT"),
         Constraint("NT must be one warp per warp tile: (BM/WM)*(BN/WN)*32",
                    lambda v: v["BM"] % v["WM"] == 0 and v["BN"] % v["WN"] == 0
                    and (v["BM"] // v["WM"]) * (v["BN"] // v["WN"]) * 32 == v["NT"]),
