@@ -126,3 +126,20 @@ def test_a_metric_no_profile_row_recorded_is_left_out_of_the_table():
     rows[1]["l2_throughput_pct"] = 40.0  # recorded for one kernel: the row stays, '-' for the other
     labels = [r[0] for r in profile_table(data, run).rows]
     assert any(label.startswith("L2 Throughput") for label in labels)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e39", "1e400"])
+@pytest.mark.parametrize("option", ["--alpha", "--beta"])
+def test_scalars_no_fp32_kernel_can_take_are_refused(capsys, tmp_path, monkeypatch, option, value):
+    """They reached the GPU, and every kernel then FAILED with "outputs are NaN/inf"."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "bench", "--sizes", "64", option, value)
+    assert code == 2 and "must be a finite fp32 value" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "gemmlab-results").exists()
+
+
+def test_the_largest_fp32_scalars_are_taken():
+    from gemmlab import ops
+
+    args = ops.shape_args("sgemm", alpha=3.4028234663852886e38, beta=-1e38)
+    assert args.alpha == 3.4028234663852886e38 and args.beta == -1e38

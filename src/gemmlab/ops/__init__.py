@@ -21,6 +21,7 @@ def get(name: str) -> Op:
 OP_OPTIONS = {"dtype": ("hgemm",), "layout": ("hgemm",), "out_dtype": ("hgemm",), "n": ("reduce",),
               "batch": ("bgemm",)}
 SHAPE_OPTIONS = ("M", "N", "K", "sizes")
+FP32_MAX = 3.4028234663852886e38  # the largest finite float32: alpha and beta reach the kernels as fp32
 
 
 def shape_args(op_name: str, scalars: tuple[float, float] = (1.0, 0.0), **given) -> ShapeArgs:
@@ -33,6 +34,9 @@ def shape_args(op_name: str, scalars: tuple[float, float] = (1.0, 0.0), **given)
             given[name] = default
         elif op_name == "reduce":  # else silently unused
             raise BadArgumentError(f"--{name} is for the GEMM ops: a sum has no alpha or beta")
+        elif not abs(given[name]) <= FP32_MAX:  # inf, NaN, or past fp32 (1e39 becomes inf in the kernels)
+            raise BadArgumentError(f"--{name} {given[name]!r}: must be a finite fp32 value (|x| <= 3.4e38); "
+                                   "every result would be NaN or inf, and no check could pass")
     for option, owners in OP_OPTIONS.items():
         if given.get(option) is not None and op_name not in owners:
             hint = "; the GEMM ops take --M/--N/--K" if option == "n" else ""
