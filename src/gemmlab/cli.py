@@ -106,22 +106,23 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
         raise GemmlabError(failures[0] + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""))
 
 
-MIN_ARCH = 80  # the kernels' floor: cp.async, ldmatrix and bf16 mma.sync (sm_75 builds a few rungs only)
+MIN_ARCH = 75  # the oldest NVRTC target that builds the first rungs (cp.async ones need sm_80: they say so)
+SUFFIX_FROM = {"a": 90, "f": 100}  # arch-specific (wgmma, setmaxnreg) and family-specific targets
 
 
 def _check_arch(arch: str, what: str) -> None:
-    """One line unless gemmlab can build for `arch`: sm_NN from sm_80 on that this NVRTC knows,
-    and from sm_90 on sm_NNa too (the arch-specific features: wgmma, setmaxnreg). Without NVRTC,
-    only the form is checked (compiling then says what is missing)."""
+    """One line unless NVRTC can be asked to build for `arch`: sm_NN from sm_75 on that this NVRTC
+    knows, sm_NNa from sm_90 and sm_NNf from sm_100. Without NVRTC, only the form is checked
+    (compiling then says what is missing); a kernel the arch cannot run fails in its own row."""
     from .envinfo import nvrtc_archs
 
     known = [a for a in nvrtc_archs() if a >= MIN_ARCH]
-    form = re.fullmatch(r"sm_([1-9][0-9]*)(a?)", arch)  # ASCII digits, as NVRTC reads them
+    form = re.fullmatch(r"sm_([1-9][0-9]*)([af]?)", arch)  # ASCII digits, as NVRTC reads them
     number = int(form[1]) if form else 0
-    if number < (90 if form and form[2] else MIN_ARCH) or (known and number not in known):
+    if number < (SUFFIX_FROM[form[2]] if form and form[2] else MIN_ARCH) or (known and number not in known):
         listed = ", ".join(f"sm_{a}" for a in known) or f"sm_{MIN_ARCH} and up"
         raise BadArgumentError(f"{what} {'is not supported' if form else 'must look like sm_90'} (gemmlab builds "
-                               f"for {listed}, and from sm_90 on also with an 'a', e.g. sm_90a)")
+                               f"for {listed}; sm_NNa from sm_90, sm_NNf from sm_100)")
 
 
 @app.command()

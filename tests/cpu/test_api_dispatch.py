@@ -109,6 +109,9 @@ def test_explain_refuses_a_shape_or_dtype_the_call_would_refuse_in_one_line(tabl
 def test_explain_takes_each_ops_shape(table):
     for op, shape in (("hgemm", (64, 64, 64)), ("bgemm", (64, 64, 64, 3)), ("reduce", (1 << 20,))):
         assert "runs:" in gemmlab.explain(op=op, shape=shape, gpu="GPU A", arch="sm_90", file=io.StringIO())
+    # fp32 arrays given to hgemm run as tf32, and explain says so for dtype="fp32" too
+    text = gemmlab.explain(op="hgemm", shape=(64, 64, 64), dtype="fp32", gpu="GPU A", arch="sm_90", file=io.StringIO())
+    assert "tf32" in text
 
 
 def test_use_tuning_drops_every_threads_executors(tmp_path, monkeypatch):

@@ -143,3 +143,17 @@ def test_the_largest_fp32_scalars_are_taken():
 
     args = ops.shape_args("sgemm", alpha=3.4028234663852886e38, beta=-1e38)
     assert args.alpha == 3.4028234663852886e38 and args.beta == -1e38
+
+
+def test_verify_of_a_named_baseline_whose_library_is_missing_is_refused(capsys, tmp_path, monkeypatch):
+    """It was dropped from the list silently, and verify then checked nothing and passed."""
+    import gemmlab.cuda.device as device
+    from gemmlab import registry
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(device, "device", lambda *a, **k: pytest.fail("reached the GPU"))
+    torch_impl = registry.get("torch", "sgemm")
+    monkeypatch.setattr(type(torch_impl), "unavailable_reason",
+                        lambda self: "PyTorch is not installed" if self.name == "torch" else "")
+    code, out, err = run(capsys, "verify", "--impl", "cublas,torch")
+    assert code == 2 and "PyTorch is not installed" in err and len(err.strip().splitlines()) == 1, err

@@ -155,6 +155,8 @@ def _explained_shape(op: str, shape, dtype: str | None) -> tuple[tuple, str]:
         raise core.BadArgumentError(f"explain(op={op!r}) takes shape={form}, integers from 0 to "
                                     f"{'2^63' if op == 'reduce' else '2^31'} - 1, not {shape!r}")
     dtype = dtype or dtypes[0]
+    if op == "hgemm" and dtype == "fp32":  # fp32 arrays given to hgemm run as tf32
+        dtype = "tf32"
     if dtype not in dtypes:
         raise core.BadArgumentError(f"explain(op={op!r}) takes dtype " + ", ".join(dtypes) + f", not {dtype!r}")
     return dims, dtype

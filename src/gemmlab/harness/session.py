@@ -140,6 +140,11 @@ def verify(op_name: str, impl: str, args: ops.ShapeArgs, params: str | None) -> 
         raise BadArgumentError("--impl dispatch is for gemmlab bench (which verifies each point before timing it)")
     impls = op.select(impl, dtype)
     chosen = params_for(impls, params)
+    named = {n.strip() for n in impl.split(",")}
+    for i in impls:  # a named baseline whose library is missing would verify nothing, and pass
+        why = i.name in named and i.kind != "kernel" and i.unavailable_reason()
+        if why:
+            raise BadArgumentError(why)
     impls = usable(impls)
     candidates = op.sweep(args)
     one = args.one_gemm
@@ -152,7 +157,6 @@ def verify(op_name: str, impl: str, args: ops.ShapeArgs, params: str | None) -> 
     # a named implementation that takes none of the sweep's problems (a layout or dtype it never
     # reads) would pass having verified nothing: refused with its reason, as a named shape is;
     # one that "all" or "ladder" brought in is skipped, unless nothing at all is left
-    named = {n.strip() for n in impl.split(",")}
     for i, mine in plan:
         if not mine and (i.name in named or not any(ps for _, ps in plan)):
             raise BadArgumentError(op.refusal(i, candidates[0]) or f"{i.name} takes none of the problems to verify")
