@@ -244,3 +244,27 @@ def test_a_library_call_recorded_into_a_capture_is_pinned(fake, monkeypatch):
     g(1.0, 1, 2, 0.0, 3, 42)
     g(2.0, 1, 2, 0.0, 3, 42)  # a first call of its arguments, under capture
     assert launch_graph._captured == {id(rec): rec}
+
+
+def test_a_loop_alternating_between_two_outputs_replays_both(fake):
+    """`y = hgemm(x, w)` in a loop keeps the last result alive while the next is made, so the
+    allocator hands out two C addresses in turn; with only the previous call remembered no key
+    ever repeated it, and every call went to the library directly."""
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    for c in (3, 4, 3, 4, 3, 4):
+        g(1.0, 1, 2, 0.0, c, 42)
+    assert len(rec.calls) == 4  # two direct calls, then one capture each (on the private stream)
+    assert [call[5] for call in rec.calls] == [42, 42, 7, 7] and g.replays == 4
+
+
+def test_the_capture_check_is_asked_once_per_direct_call(fake, monkeypatch):
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    asked = []
+    real = drv.streamIsCapturing
+    monkeypatch.setattr(runtime, "streamIsCapturing", lambda s: asked.append(s) or real(s))
+    g(1.0, 1, 2, 0.0, 3, 42)  # first: not seen, asked once before the direct call
+    drv.capturing = 1
+    g(1.0, 1, 2, 0.0, 3, 42)  # seen: asked once, capturing, so the call is made directly
+    assert len(asked) == 2 and len(rec.calls) == 2

@@ -328,3 +328,19 @@ def test_a_graph_turned_off_pins_only_the_launches_a_capture_records(fake, monke
     drv.capturing.add(43)
     g.launch(43, "k")
     assert launch_graph.captured_count() == 1 and drv.direct[-2:] == [(11, 43), (12, 43)]
+
+
+@pytest.mark.parametrize("check, pinned", [(lambda s: s == 42, True), (lambda s: False, False),
+                                           ("raise", True)])
+def test_the_runner_paths_pin_what_a_capture_records(monkeypatch, check, pinned):
+    """The runner paths (baselines other than cuBLAS, TMA shapes needing padded copies) own
+    buffers too; a failed capture check counts as capturing."""
+    monkeypatch.setattr(launch_graph, "_captured", {})
+
+    def raising(stream):
+        raise RuntimeError("the stream capture was invalidated")
+
+    monkeypatch.setattr(runtime, "streamIsCapturing", raising if check == "raise" else check)
+    runner = object()
+    launch_graph.pin_if_captured(runner, 42)
+    assert (launch_graph._captured == {id(runner): runner}) is pinned

@@ -24,10 +24,9 @@ per stream too, so two streams never race on one workspace.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from ..cuda.graph_replay import GraphReplay
-from ..cuda.launch_graph import LaunchGraph, gemm_key
+from ..cuda.launch_graph import LaunchGraph, gemm_key, pin_if_captured
 from ..errors import BadArgumentError, LaunchError, NoGPUError
 from .launches import FastGemm, prepared, zeroed_workspace
 from .operands import Operand, cupy_view
@@ -204,6 +203,7 @@ class RunnerGemm:
         from ..cuda.device import cupy_stream, wrap_stream
 
         problem = replace(self.problem, alpha=alpha, beta=beta)
+        pin_if_captured(self, stream)  # a capture records the runner's own buffers
         with cupy_stream(stream):
             views = cupy_view(a), cupy_view(b), cupy_view(c)
             self.op.enqueue(self.runner, problem, views, wrap_stream(stream))
@@ -275,6 +275,7 @@ class RunnerReduce:
     def run_operands(self, x: Operand, out: Operand, stream: int) -> None:
         from ..cuda.device import cupy_stream, wrap_stream
 
+        pin_if_captured(self, stream)  # as RunnerGemm's
         with cupy_stream(stream):
             flat = cupy_view(x).reshape(-1)
             o = cupy_view(out)
@@ -282,11 +283,7 @@ class RunnerReduce:
                 self.runner.enqueue(flat, wrap_stream(stream), out=o)
             else:
                 value = self.runner.enqueue(flat, wrap_stream(stream))
-                o[...] = value if not _is_torch(value) else cupy_of(value)
-
-
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
+                o[...] = cupy_of(value) if type(value).__module__.startswith("torch") else value
 
 
 def cupy_of(x):

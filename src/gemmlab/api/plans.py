@@ -123,7 +123,7 @@ class Matmul(_Plan):
             a = self._a if A is None else self._rebind(A, "A", self._a, self._dtypes, self.layout[0])
             b = self._b if B is None else self._rebind(B, "B", self._b, self._dtypes, self.layout[1])
             c = self._c if C is None else self._rebind(C, "C", self._c, (self._c.dtype,))
-            self._apart(a, b, c)
+            self._apart(a, b, c, own=C is None and not self._c_given)
             self._a, self._b, self._c = a, b, c
             self._c_given = self._c_given or C is not None
         if scalars is not None:
@@ -135,13 +135,16 @@ class Matmul(_Plan):
             ex.run_operands(self._a, self._b, self._c, self.alpha, self.beta, self._stream(stream))
         return self._c.obj
 
-    def _apart(self, a: Operand, b: Operand, c: Operand) -> None:
+    def _apart(self, a: Operand, b: Operand, c: Operand, own: bool = False) -> None:
         """Refuse a C that shares memory with A or B: the kernel would overwrite what other blocks
-        still read, and a plan never copies (the plain calls work on a copy of such a C)."""
+        still read, and a plan never copies (the plain calls work on a copy of such a C). `own`:
+        C is the plan's own result, which the caller may have passed back as A or B."""
         for x, what in ((a, "A"), (b, "B")):
             if checks.overlap(c, x):
-                raise BadArgumentError(f"{self.caller}: C overlaps {what} in memory; a plan writes C in place "
-                                       f"while it reads {what}: pass a separate C")
+                whose, fix = (" (the plan's own result)", f"pass a copy of it as {what}") if own \
+                    else ("", "pass a separate C")
+                raise BadArgumentError(f"{self.caller}: C{whose} overlaps {what} in memory; a plan writes C in "
+                                       f"place while it reads {what}: {fix}")
 
     def _scalars(self, alpha, beta, C) -> tuple[float, float]:
         """New (alpha, beta), checked before anything changes: beta != 0 reads C, refused on a plan

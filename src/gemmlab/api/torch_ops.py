@@ -64,6 +64,8 @@ def _gemm(op: str, A, B, C, alpha, beta, out_dtype=None):
 
 
 def _fake_gemm(A, B, C=None, alpha=1.0, beta=0.0, out_dtype=None):
+    if C is None and beta != 0.0:  # as the real op: refused while tracing, not when the graph runs
+        raise BadArgumentError("beta != 0 needs C")
     shape = (*A.shape[:-1], B.shape[-1])
     dtype = out_dtype or (C.dtype if C is not None else torch.float32)
     return A.new_empty(shape, dtype=dtype)

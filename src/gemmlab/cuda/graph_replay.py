@@ -13,9 +13,9 @@ H200, in-process). The runtime sees the context gemmlab makes current, and a CUg
 CUstream is the same handle as its cudaGraphExec_t / cudaStream_t.
 
 The rules:
-- A call whose arguments equal the previous call's is captured once into a graph (on a private
-  stream, relaxed mode, so nobody else's capture is disturbed) and launched; from then on those
-  arguments replay. A few argument sets are kept (least recently used dropped), so a plan that
+- A call whose arguments equal one of the last few direct calls' is captured once into a graph
+  (on a private stream, relaxed mode, so nobody else's capture is disturbed) and launched; from
+  then on those arguments replay. A few argument sets are kept (least recently used dropped), so a plan that
   alternates between two outputs replays both.
 - A call on a stream that is itself being captured (torch.cuda.graph, CuPy's capture) is made
   directly, so the user's graph records the library call as it would without us. So is one whose
@@ -66,7 +66,7 @@ class GraphReplay:
         self.disabled_reason = ""
         self._execs: OrderedDict = OrderedDict()  # arguments -> (graph exec, the exec as an int)
         self._private: list = []  # the capture stream, made on first capture
-        self._last = None
+        self._seen: OrderedDict = OrderedDict()  # the last KEPT argument sets that went through directly
         self._libs: list = []  # the driver, bound on first use (building one needs no GPU)
         self._finalizer = weakref.finalize(self, _destroy, self._execs, self._private, self._libs)
         self._finalizer.atexit = False  # the context may be gone at exit; the process frees all
@@ -99,7 +99,8 @@ class GraphReplay:
         key = gemm_key(a, b, c, alpha, beta)
         # the arguments of the last replay (a loop's case) skip the lookup and the LRU update below
         entry = self._hot if key == self._hot_key else self._execs.get(key)
-        if (entry is not None or key == self._last) and self.enabled:
+        capturing = None
+        if (entry is not None or key in self._seen) and self.enabled:
             if self._launch is None:
                 self._bind()
             try:  # a failed check (CUDARuntimeError) or an invalidated capture (RuntimeError): as capturing
@@ -118,14 +119,20 @@ class GraphReplay:
                     except self._launch_error as exc:  # CUDARuntimeError, which names the runtime's error itself
                         raise LaunchError(f"cuGraphLaunch of a captured library call failed ({exc})") from exc
                     self.replays += 1
-                    self._last = key
                     return
-        if self._launch is None:
-            self._bind()
-        if self._capturing(stream):  # a user's graph now holds the call's workspace (launch_graph's rules)
+        if capturing is None:  # not asked above
+            if self._launch is None:
+                self._bind()
+            capturing = self._capturing(stream)
+        if capturing:  # a user's graph now holds the call's workspace (launch_graph's rules)
             pin_captured(self.call)
         self.call(alpha, a, b, beta, c, stream)
-        self._last = key  # only a call that went through is worth capturing when it repeats
+        # only a call that went through is worth capturing when it comes again; a few are
+        # remembered, so a loop that keeps its last result alive (two C addresses in turn) replays too
+        self._seen[key] = None
+        self._seen.move_to_end(key)
+        if len(self._seen) > KEPT:
+            self._seen.popitem(last=False)
 
     def _capturing(self, stream: int) -> bool:
         """Whether `stream` is being captured (a failed check counts as capturing, as in run)."""

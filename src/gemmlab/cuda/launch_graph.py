@@ -63,6 +63,19 @@ def pin_captured(obj) -> None:
     _captured[id(obj)] = obj
 
 
+def pin_if_captured(obj, stream: int) -> None:
+    """pin_captured(obj) when `stream` is being captured (a failed check counts as capturing):
+    for the runner paths, whose buffers a capture records as the prepared launches' are."""
+    from cupy_backends.cuda.api import runtime
+
+    try:
+        capturing = runtime.streamIsCapturing(stream)
+    except RuntimeError:
+        capturing = True
+    if capturing:
+        pin_captured(obj)
+
+
 def captured_count() -> int:
     """How many objects capture has pinned (the tests read it)."""
     return len(_captured)
