@@ -8,12 +8,12 @@ import numbers
 from collections.abc import Mapping
 
 from ..errors import BadArgumentError
+from ..problem import MAX_DIM  # the problems' own bound: 32-bit M, N, K and batch
 from .core import _state
 from .operands import DTYPE_TEXT as DTYPE_NAMES
 from .operands import ITEMSIZE, Operand, check, new_output, read, shape_text, transposed
 
 GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
-MAX_DIM = 2**31 - 1  # the kernels and cuBLAS's classic entry points take 32-bit M, N, K (and batch)
 
 
 def real(value, name: str, caller: str) -> float:
