@@ -34,7 +34,7 @@ from collections import OrderedDict
 from typing import Callable
 
 from ..errors import LaunchError
-from .launch_graph import gemm_key, pin_captured
+from .launch_graph import captured, gemm_key, pin_captured
 from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver, error_name, relaxed_capture
 
 CU_STREAM_NON_BLOCKING = 1
@@ -103,7 +103,7 @@ class GraphReplay:
         if (entry is not None or key in self._seen) and self.enabled:
             if self._launch is None:
                 self._bind()
-            try:  # a failed check (CUDARuntimeError) or an invalidated capture (RuntimeError): as capturing
+            try:  # captured(self._is_capturing, stream), inlined on the hot path
                 capturing = self._is_capturing(stream)
             except RuntimeError:
                 capturing = True
@@ -135,11 +135,7 @@ class GraphReplay:
             self._seen.popitem(last=False)
 
     def _capturing(self, stream: int) -> bool:
-        """Whether `stream` is being captured (a failed check counts as capturing, as in run)."""
-        try:
-            return self._is_capturing(stream)
-        except RuntimeError:
-            return True
+        return captured(self._is_capturing, stream)
 
     def _capture(self, key: tuple, alpha: float, a: int, b: int, beta: float, c: int):
         """(graph exec, its handle) of one call with these arguments (kept under `key`), or None with

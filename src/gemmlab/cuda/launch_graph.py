@@ -63,16 +63,21 @@ def pin_captured(obj) -> None:
     _captured[id(obj)] = obj
 
 
+def captured(is_capturing, stream: int) -> bool:
+    """is_capturing(stream) (CuPy's streamIsCapturing), with a failed check (CUDARuntimeError) or
+    an invalidated capture (RuntimeError) counted as capturing: such a stream gets direct calls."""
+    try:
+        return is_capturing(stream)
+    except RuntimeError:
+        return True
+
+
 def pin_if_captured(obj, stream: int) -> None:
-    """pin_captured(obj) when `stream` is being captured (a failed check counts as capturing):
-    for the runner paths, whose buffers a capture records as the prepared launches' are."""
+    """pin_captured(obj) when `stream` is being captured: for the runner paths, whose buffers a
+    capture records as the prepared launches' are."""
     from cupy_backends.cuda.api import runtime
 
-    try:
-        capturing = runtime.streamIsCapturing(stream)
-    except RuntimeError:
-        capturing = True
-    if capturing:
+    if captured(runtime.streamIsCapturing, stream):
         pin_captured(obj)
 
 
@@ -144,7 +149,7 @@ class LaunchGraph:
             self._execs.move_to_end(stream)
             self._recent = stream
         if entry is not None:
-            try:  # self._capturing(stream), inlined on the hot path
+            try:  # captured(self._is_capturing, stream), inlined on the hot path
                 capturing = self._is_capturing(stream)
             except RuntimeError:
                 capturing = True
@@ -185,12 +190,7 @@ class LaunchGraph:
             return self._instantiate(stream)
 
     def _capturing(self, stream: int) -> bool:
-        """Whether `stream` is being captured; a failed check (CUDARuntimeError) or an invalidated
-        capture (RuntimeError) counts as capturing, so the launches go direct."""
-        try:
-            return self._is_capturing(stream)
-        except RuntimeError:
-            return True
+        return captured(self._is_capturing, stream)
 
     def _bind(self) -> None:
         """The hot calls: CuPy's runtime wrappers (imported here: importing gemmlab needs no GPU)
