@@ -107,7 +107,7 @@ def test_constraints_mirror_the_static_asserts():
     ("mma_sync", {"STAGES": 1}, "a pipeline needs at least two stages"),
     ("persistent", {"BN": 96}, "BN is 64, 128, 192 or 256"),
     ("persistent", {"CM": 3}, "clusters of 1 or 2 CTAs along M"),
-    ("persistent", {"BM": 96}, "BM is 64 or 128 rows"),
+    ("persistent", {"BM": 96}, "BM is 64, 128 or 256 rows"),
     ("persistent", {"PINGPONG": 1, "CONSUMERS": 1, "BM": 64, "BN": 128}, "ping-pong: two consumer warpgroups"),
     ("tf32_wgmma", {"STAGES": 1}, "a pipeline needs at least two stages"),
 ], ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items()))

@@ -113,7 +113,7 @@ def test_one_consumer_refusals():
     """The spec refuses what the kernel cannot build, with the rule in the message."""
     spec = registry.get("persistent", "hgemm")
     one, row64 = {"BM": 128, "CONSUMERS": 1}, {"BM": 64, "CONSUMERS": 1}
-    for bad, rule in (({"BM": 64, "CONSUMERS": 2}, "one consumer warpgroup"), ({**one, "BN": 256}, "BN <= 128"),
+    for bad, rule in (({"BM": 64, "CONSUMERS": 2}, "one consumer warpgroup"), ({**one, "BN": 256}, "at most 128 accumulators"),
                       ({**row64, "CN": 2, "A_MNMAJOR": 1}, "M-major A")):
         with pytest.raises(BadArgumentError, match=rule):
             spec.resolve(bad)
@@ -133,7 +133,7 @@ def test_pingpong_geometry_and_refusals():
     sliced = GemmProblem(512, 512, 8192, dtype="bf16")
     assert spec.workspace(sliced, {**pp, "SPLITK": 4}) == spec.workspace(sliced, {**coop, "SPLITK": 4})
     assert not spec.failed_constraints({**spec.defaults, "PINGPONG": 1, "BM": 64, "BN": 256})
-    for bad, rule in (({"PINGPONG": 1, "BN": 256}, "BN <= 128"),
+    for bad, rule in (({"PINGPONG": 1, "BN": 256}, "at most 128 accumulators"),
                       ({"PINGPONG": 1, "BN": 128, "CONSUMERS": 1}, "two consumer warpgroups"),
                       ({"PINGPONG": 2, "BN": 128}, "PINGPONG must be 0 or 1")):
         with pytest.raises(BadArgumentError, match=rule):
@@ -146,3 +146,30 @@ def test_pingpong_compiles_without_spills(extra):
     ck = cc.compile_kernel(spec, {"BN": 128, "PINGPONG": 1, "STAGES": 6, **extra}, arch="sm_90a")
     r = ck.resources
     assert r.registers > 0 and r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+
+
+def test_256_row_tiles_two_blocks_per_consumer():
+    """BM = 256 (cuBLAS's 256x128 tile at 4096^3 bf16, in 1x2 clusters with A shared along N):
+    each of the two consumers computes two 64-row blocks at BN = 128, 128 accumulators a thread,
+    the stage as large as 128x256's; wider tiles, a lone consumer or ping-pong would need more."""
+    spec = registry.get("persistent", "hgemm")
+    v = spec.resolve({"BM": 256, "BN": 128, "CM": 1, "CN": 2})
+    default = spec.resolve({})
+    assert persistent_smem(v) == persistent_smem(default) <= 227 * 1024
+    assert tma_boxes(spec, v)["A"][0] == 128  # each CTA of the pair loads half the 256 rows
+    problem = GemmProblem(4096, 4096, 4096, dtype="bf16")
+    assert persistent_launch(problem, v).block == (384, 1, 1)
+    for bad in ({"BM": 256, "BN": 256, "STAGES": 2}, {"BM": 256, "BN": 128, "CONSUMERS": 1},
+                {"BM": 256, "BN": 128, "PINGPONG": 1}):
+        with pytest.raises(BadArgumentError, match="at most 128 accumulators"):
+            spec.resolve(bad)
+
+
+@pytest.mark.parametrize("extra", [{"CM": 1, "CN": 2}, {"CM": 2, "CN": 1}, {"CM": 1, "CN": 2, "OUT16": 1},
+                                   {"CM": 1, "CN": 2, "A_MNMAJOR": 1, "B_KMAJOR": 1}], ids=str)
+def test_256_row_tiles_compile_without_spills(extra):
+    spec = registry.get("persistent", "hgemm")
+    ck = cc.compile_kernel(spec, {"BM": 256, "BN": 128, **extra}, arch="sm_90a")
+    r = ck.resources
+    assert r.registers > 0 and r.spill_stores == 0 and r.spill_loads == 0 and r.stack_frame == 0, r
+    assert not r.perf_warnings, r.perf_warnings

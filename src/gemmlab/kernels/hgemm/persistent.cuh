@@ -218,7 +218,7 @@ __device__ __forceinline__ void persistent_gemm(const TmaMap& tmA, const TmaMap&
     constexpr int CB = OUT16 ? 2 : 4, C_COLS = 128 / CB, C_BUF = 64 * 128;
     constexpr int CONSUMER_WARPS = 4 * CONSUMERS;
     constexpr int READER_WARPS = PP ? 4 : CONSUMER_WARPS;  // consumer warps that read (and release) a stage
-    static_assert(BM == 64 || BM == 128, "BM is 64 or 128 rows (one or two wgmma M blocks)");
+    static_assert(BM == 64 || BM == 128 || BM == 256, "BM is 64, 128 or 256 rows (1, 2 or 4 wgmma M blocks)");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(PP || RB % CONSUMERS == 0, "every consumer computes whole 64-row blocks");
     static_assert(!PP || (CONSUMERS == 2 && !TF32), "ping-pong: two consumer warpgroups, 16-bit inputs");

@@ -148,7 +148,7 @@ C_STAGING = 2 * 64 * 128  # rungs 5-6: 2 buffers of 64 x 32 fp32 per consumer wa
 
 
 def tile_rows(v) -> int:
-    """BM of rungs 3-6: 128, or a persistent rung's BM parameter (64 or 128)."""
+    """BM of rungs 3-6: 128, or a persistent rung's BM parameter (64, 128 or 256)."""
     return v.get("BM", BM)
 
 
@@ -156,6 +156,13 @@ def consumers(v) -> int:
     """Consumer warpgroups of rungs 4-6: two (each 64 rows of a 128-row tile), or a persistent
     rung's CONSUMERS parameter (1: one warpgroup computes every 64-row block of the tile)."""
     return v.get("CONSUMERS", 2)
+
+
+def consumer_blocks(v) -> int:
+    """64-row wgmma blocks one consumer warpgroup computes per tile: its share of the tile's
+    BM / 64, or all of them (a lone consumer, or ping-pong: whole tiles each)."""
+    blocks = tile_rows(v) // 64
+    return blocks if v.get("PINGPONG", 0) else blocks // consumers(v)
 
 
 def persistent_threads(v) -> int:
@@ -531,7 +538,9 @@ def _consumer_params() -> tuple[Param, ...]:
     # Ping-pong: each of the two consumer warpgroups computes tiles of its own, alternately, so one's
     # epilogue runs under the other's wgmmas (CUTLASS's pingpong schedule against its cooperative one).
     return (
-        Param("BM", 128, (64, 128), "block tile rows: two 64-row wgmma blocks, or one"),
+        # 256: cuBLAS's tile at 4096^3 bf16 (256x128 in 1x2 clusters, A multicast along N: `nvjet_sm90_tss_
+        # 256x128_64x4_1x2_h_bz_coopA`), two 64-row blocks per consumer at BN = 128, 128 accumulators each
+        Param("BM", 128, (64, 128, 256), "block tile rows: 1, 2 or 4 64-row wgmma blocks"),
         Param("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 (64 rows each) or 1 (every 64-row block of the tile)"),
         Param("PINGPONG", 0, (0, 1), "1: the two consumer warpgroups take alternate BM x BN tiles (ping-pong), "
               "0: they share each tile (cooperative)"),
@@ -540,16 +549,16 @@ def _consumer_params() -> tuple[Param, ...]:
 
 def _consumer_constraints() -> tuple[Constraint, ...]:
     return (
-        Constraint("BM must be 64 or 128", lambda v: v["BM"] in (64, 128)),
+        Constraint("BM must be 64, 128 or 256", lambda v: v["BM"] in (64, 128, 256)),
         Constraint("CONSUMERS must be 1 or 2", lambda v: v["CONSUMERS"] in (1, 2)),
         Constraint("a 64-row tile (BM = 64) has one consumer warpgroup (CONSUMERS = 1) or two in ping-pong",
-                   lambda v: v["BM"] == 128 or v["CONSUMERS"] == 1 or v.get("PINGPONG", 0)),
-        Constraint("one consumer of a 128-row tile holds both blocks' accumulators: BN <= 128",
-                   lambda v: v["BM"] == 64 or (v["CONSUMERS"] == 2 and not v.get("PINGPONG", 0)) or v["BN"] <= 128),
+                   lambda v: v["BM"] != 64 or v["CONSUMERS"] == 1 or v.get("PINGPONG", 0)),
+        Constraint("a consumer thread holds at most 128 accumulators: its 64-row blocks x BN / 2 <= 128",
+                   lambda v: consumer_blocks(v) * v["BN"] // 2 <= 128),
         Constraint("PINGPONG must be 0 or 1", lambda v: v.get("PINGPONG", 0) in (0, 1)),
         Constraint("ping-pong (PINGPONG = 1) takes two consumer warpgroups (CONSUMERS = 2)",
                    lambda v: not v.get("PINGPONG", 0) or v["CONSUMERS"] == 2),
-        Constraint("an M-major A (A_MNMAJOR = 1) shared along N (CN = 2) needs BM = 128 (a 64-column box per CTA)",
+        Constraint("an M-major A (A_MNMAJOR = 1) shared along N (CN = 2) needs BM >= 128 (whole 64-column boxes per CTA)",
                    lambda v: not (v["A_MNMAJOR"] and v["CN"] == 2 and v["BM"] == 64)),
     )
 
