@@ -17,7 +17,11 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 # The type of C: fp32 (every op's default), or a 16-bit type (hgemm: the input type, as torch.mm
 # writes it for 16-bit inputs).
 OUT_DTYPES = ("fp32", "fp16", "bf16")
-MAX_DIM = 2**31 - 1  # the kernels (and cuBLAS's classic entry points) take M, N, K and batch as 32-bit ints
+# The kernels (and cuBLAS's classic entry points) take M, N, K and batch as 32-bit ints, and round
+# them up to whole tiles in 32 bits ((K + BK - 1) / BK, a cluster tile's rows) or step past them
+# (k0 += BK, a batch loop's b += gridDim.z): a margin of 2^16 keeps every such sum below 2^31.
+MAX_DIM = 2**31 - 2**16
+MAX_DIM_TEXT = "2^31 - 65536"
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class GemmProblem:
             if value < 1:
                 raise BadArgumentError(f"{dim} must be >= 1, got {value}")
             if value > MAX_DIM:
-                raise BadArgumentError(f"{dim} = {value}: the kernels take dimensions up to 2^31 - 1")
+                raise BadArgumentError(f"{dim} = {value}: the kernels take dimensions up to {MAX_DIM_TEXT}")
         if self.layout not in LAYOUTS:
             raise BadArgumentError(f"layout {self.layout!r} must be one of {', '.join(LAYOUTS)} (op(A) op(B): "
                                    "n as given, t transposed)")
@@ -104,7 +108,7 @@ class BatchedGemmProblem(GemmProblem):
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
             raise BadArgumentError(f"batch must be an integer >= 1, got {self.batch!r}")
         if self.batch > MAX_DIM:
-            raise BadArgumentError(f"batch = {self.batch}: the kernels take a batch count up to 2^31 - 1")
+            raise BadArgumentError(f"batch = {self.batch}: the kernels take a batch count up to {MAX_DIM_TEXT}")
 
     @property
     def shape(self) -> str:
@@ -191,5 +195,5 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     if min(dims) < 1:
         raise BadArgumentError(f"size {text!r} must have every dimension >= 1")
     if max(dims) > MAX_DIM:
-        raise BadArgumentError(f"size {text!r} has a dimension past 2^31 - 1")
+        raise BadArgumentError(f"size {text!r} has a dimension past {MAX_DIM_TEXT}")
     return dims[0], dims[1], dims[2]

@@ -181,7 +181,10 @@ class KernelSpec:
         return f"{self.entry}<{', '.join(args)}>" if args else self.entry
 
     def launch(self, problem: GemmProblem, values: Mapping[str, int]) -> Launch:
-        return self.geometry(problem, values)
+        g = self.geometry(problem, values)
+        if g.grid[0] >= 2**31 or max(g.grid[1:]) > 65535:  # e.g. more rows of tiles than grid.y takes
+            raise BadArgumentError(f"{self.name} cannot run {problem.shape}: grid {g.grid} past (2^31-1, 65535, 65535)")
+        return g
 
     @property
     def takes_workspace(self) -> bool:
@@ -228,9 +231,7 @@ class Baseline:
     problem_check = None
     slow_path = None
 
-    @property
-    def defaults(self) -> dict:
-        return {}
+    defaults = property(lambda self: {})  # a library has no parameters of ours
 
     def unavailable_reason(self) -> str:
         return self._available()
@@ -239,8 +240,7 @@ class Baseline:
         return self._enqueue(*args)
 
     def variant(self, name: str, title: str, idea: str) -> "Baseline":
-        """The same library call, availability check and all, under another name (as a kernel's
-        variant, without parameters: a library has none of ours)."""
+        """The same library call, availability check and all, under another name (no parameters)."""
         return replace(self, name=name, title=title, idea=idea, same_as=self.name)
 
 

@@ -27,6 +27,15 @@ def test_sizes():
     assert get("bgemm") is OP and one.op == "bgemm"
 
 
+def test_batch_without_sizes_applies_to_the_defaults_and_the_sweep():
+    """--batch 7 alone: the default sizes at 7 batches each (it read them as MxNxK and failed on
+    '256x128'), and verify's sweep at 7 batches (it ignored --batch; session 26's review)."""
+    assert [p.shape for p in OP.problems(ShapeArgs(batch=7))] == [
+        "7x128x128x128", "7x256x256x256", "7x512x512x512", "7x1024x1024x1024", "7x2048x2048x2048"]
+    assert {p.batch for p in OP.sweep(ShapeArgs(batch=7))} == {7}
+    assert len({p.batch for p in OP.sweep(ShapeArgs())}) > 1
+
+
 def test_sweep_has_poisoned_and_scaled_runs():
     sweep = OP.sweep(ShapeArgs())
     assert len(sweep) == 18 and {(p.alpha, p.beta) for p in sweep} == {(1.0, 0.0), (1.5, -0.75)}

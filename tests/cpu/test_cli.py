@@ -36,7 +36,7 @@ def run(capsys, *args):
     (["compile", "--arch", "sm_90", "--impl", "cublas"], "names no gemmlab kernel"),
     (["analyze", "--op", "reduce", "--M", "5"], "--M: for the GEMM ops"),
     (["analyze", "--impl", "naive", "--no-store", "--db", "x.db"], "--db with --no-store"),
-    (["bench", "--sizes", "99999999999"], "past 2^31 - 1"),
+    (["bench", "--sizes", "99999999999"], "past 2^31 - 65536"),
     (["bench", "--op", "bgemm", "--sizes", "0x512"], "size '0x512': "),
     (["tune", "--impl", "naive", "--op", "foo"], "--op 'foo': choose"),
     (["bench", "--api", "sgemm", "--repeat", "5", "--no-check"], "--repeat, --no-check: not taken with --api"),

@@ -52,10 +52,10 @@ def test_output_file_takes_ordinary_files_and_devices(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["bench", "--M", "3000000000", "--N", "1", "--K", "1"], "up to 2^31 - 1"),
-    (["bench", "--op", "bgemm", "--batch", "3000000000", "--sizes", "4"], "batch count up to 2^31 - 1"),
+    (["bench", "--M", "3000000000", "--N", "1", "--K", "1"], "up to 2^31 - 65536"),
+    (["bench", "--op", "bgemm", "--batch", "3000000000", "--sizes", "4"], "batch count up to 2^31 - 65536"),
     (["analyze", "--impl", "naive", "--arch", "sm_90", "--no-store", "--M", "3000000000", "--N", "1", "--K", "1"],
-     "up to 2^31 - 1"),
+     "up to 2^31 - 65536"),
 ])
 def test_sizes_past_32_bits_are_refused_whichever_option_names_them(capsys, tmp_path, monkeypatch, args, needle):
     monkeypatch.chdir(tmp_path)
@@ -145,8 +145,10 @@ def test_the_largest_fp32_scalars_are_taken():
     assert args.alpha == 3.4028234663852886e38 and args.beta == -1e38
 
 
-def test_verify_of_a_named_baseline_whose_library_is_missing_is_refused(capsys, tmp_path, monkeypatch):
-    """It was dropped from the list silently, and verify then checked nothing and passed."""
+@pytest.mark.parametrize("command", ["verify", "bench"])
+def test_verify_of_a_named_baseline_whose_library_is_missing_is_refused(capsys, tmp_path, monkeypatch, command):
+    """It was dropped from the list silently, and verify then checked nothing and passed (bench:
+    timed nothing, stored an empty run and exited 0; session 26)."""
     import gemmlab.cuda.device as device
     from gemmlab import registry
 
@@ -155,5 +157,6 @@ def test_verify_of_a_named_baseline_whose_library_is_missing_is_refused(capsys, 
     torch_impl = registry.get("torch", "sgemm")
     monkeypatch.setattr(type(torch_impl), "unavailable_reason",
                         lambda self: "PyTorch is not installed" if self.name == "torch" else "")
-    code, out, err = run(capsys, "verify", "--impl", "cublas,torch")
+    code, out, err = run(capsys, command, "--impl", "cublas,torch")
     assert code == 2 and "PyTorch is not installed" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "gemmlab-results").exists(), "refused before a run is stored"

@@ -85,6 +85,19 @@ def test_unaligned_rows_are_copied_into_padded_rows(host_operands):
     assert (C == 7.0).all()
 
 
+def test_a_reused_single_row_buffer_is_zero_past_the_narrower_row(host_operands):
+    """One row of A is described whole (its padded tail included): after K = 7 (a tail of one), K = 5
+    reuses the 8-wide buffer and must not find K = 7's values in columns 5 and 6 - an inf there
+    would meet TMA's zeros of B and make the row NaN (the review of session 26)."""
+    wide, narrow = GemmProblem(1, 8, 7, dtype="fp16"), GemmProblem(1, 8, 5, dtype="fp16")
+    A, B, C = _arrays(wide, np.float16)
+    A[0, 5:] = np.inf
+    host_operands.prepare(wide, A, B, C, True, False, 0)
+    A, B, C = _arrays(narrow, np.float16)
+    a, _, _, _ = host_operands.prepare(narrow, A, B, C, True, False, 0)
+    assert a.shape == (1, 8) and (a[0, :5] == A[0]).all() and (a[0, 5:] == 0).all()
+
+
 def test_a_kxn_b_is_read_as_it_lies_and_a_layout_mismatch_is_refused(host_operands):
     from gemmlab.errors import BadArgumentError
 

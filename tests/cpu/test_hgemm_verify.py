@@ -176,3 +176,24 @@ def test_sweeps_and_the_shape_rule():
                                                  "3x8x7 has K = 7 - use wmma for this shape")
     assert "K = 12 and N = 9" in aligned_rows(GemmProblem(3, 9, 12))
     assert dtype_flag("fp16") == 0 and dtype_flag("bf16") == 1 and dtype_flag("tf32") == 2
+
+
+def test_past_k_2_16_an_fp32_c_is_also_checked_exactly_on_sign_inputs():
+    """Test 3 (session 26's review): at K = 2^20 the normwise bound (3.1%) passed a result missing
+    512 K terms of every output (2.2% off); on +-1 inputs the result must be exact, so it fails."""
+    from dataclasses import replace
+
+    p = GemmProblem(8, 8, 1 << 20, 1.5, -0.75, "bf16")
+    assert hv.exact_pass(p) and not hv.exact_pass(replace(p, K=1 << 16))
+    assert not hv.exact_pass(replace(p, out_dtype="bf16")), "a 16-bit C rounds: no exact test"
+    A, B, C0 = hv.make_inputs(p, 3, xp=np)
+    a, b = hv.decode(A, "bf16"), hv.decode(B, "bf16")
+    missing = (1.5 * (a[:, 512:] @ b[512:]) - 0.75 * C0).astype(np.float32)
+    assert hv.compare(missing, A, B, C0, 1.5, -0.75, "bf16").passed, "tests 1 and 2 alone miss it"
+    A, B, C0 = hv.make_sign_inputs(p, 3, xp=np)
+    a, b = hv.decode(A, "bf16"), hv.decode(B, "bf16")
+    assert set(np.unique(a).tolist()) == {-1.0, 1.0} == set(np.unique(C0).tolist())
+    exact = (1.5 * (a.astype(np.float32) @ b.astype(np.float32)) - 0.75 * C0).astype(np.float32)
+    assert hv.compare_exact(exact, A, B, C0, 1.5, -0.75, "bf16").passed
+    for wrong in ((1.5 * (a[:, 16:] @ b[16:]) - 0.75 * C0), exact + np.float32(0.25) * (np.arange(64) == 9).reshape(8, 8)):
+        assert not hv.compare_exact(wrong.astype(np.float32), A, B, C0, 1.5, -0.75, "bf16").passed

@@ -24,3 +24,18 @@ def test_counts():
 def test_bad_dims(dims):
     with pytest.raises(BadArgumentError):
         GemmProblem(*dims)
+
+
+@pytest.mark.parametrize("dim", ["M", "N", "K"])
+def test_the_bound_leaves_room_to_round_up_to_whole_tiles(dim):
+    """A dimension just below 2^31 would overflow the kernels' 32-bit (K + BK - 1) / BK and k0 += BK:
+    the bound stops 2^16 short of 2^31, with every tile (BM x CM, BK) well inside that margin."""
+    from gemmlab.problem import MAX_DIM
+
+    dims = {"M": 1, "N": 1, "K": 1}
+    assert MAX_DIM + 2**16 == 2**31
+    GemmProblem(**{**dims, dim: MAX_DIM})
+    with pytest.raises(BadArgumentError, match=r"up to 2\^31 - 65536"):
+        GemmProblem(**{**dims, dim: MAX_DIM + 1})
+    with pytest.raises(BadArgumentError, match=r"past 2\^31 - 65536"):
+        parse_shape(f"{dims['M']}x{dims['N']}x{MAX_DIM + 1}")

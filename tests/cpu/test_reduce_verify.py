@@ -178,3 +178,43 @@ def test_grid_stride_model_reads_every_element_once(n, misalign):
         blocks = grid_stride_blocks(n, {"THREADS": threads, "BLOCKS_PER_SM": bps}, sms)
         count = grid_stride_elements(0x7F0000000000 + misalign, n, blocks, threads, unroll)
         assert (count == 1).all(), (n, misalign, threads, unroll, blocks, np.flatnonzero(count != 1)[:5])
+
+
+def _pairwise(x):
+    """NumPy's float32 sum: blocked pairwise, a chain of about log2(n) + 8 additions."""
+    return float(x.sum(dtype=np.float32))
+
+
+@pytest.mark.parametrize("n", [1 << 16, (1 << 20) + 7, 1 << 22])
+def test_the_spread_rule_passes_fp32_sums_and_catches_precision_lost(n):
+    """Rule 2 alone passed a sum of x read at bf16 precision from n ~ 2^16 and a result near 0 from
+    ~2^25 (session 26's review). Rule 3 passes fp32 sums and fails both."""
+    x = rv.make_input(n, 21, "uniform", xp=np)
+    ref, abs_sum = rv.reference(x)
+    l2 = rv.norm2(x)
+
+    def verdict(value):
+        return rv.check_spread(rv.check_sum(value, ref, abs_sum, n, exact=False), l2, n)
+
+    missed_by_rule_2 = []
+
+    assert verdict(_pairwise(x)).passed
+    blocked = x.reshape(-1, 1) if n % 4096 else x.reshape(-1, 4096)  # chains of 4096 = 64 * 64, then a sum of those
+    assert verdict(float(blocked.sum(axis=-1, dtype=np.float32).sum(dtype=np.float32))).passed
+    as_bf16 = (x.view(np.uint32) & 0xFFFF0000).view(np.float32)  # read at bf16 precision (truncated)
+    as_fp16 = x.astype(np.float16).astype(np.float32)
+    for lost in (as_bf16, as_fp16):
+        v = verdict(_pairwise(lost))
+        assert not v.passed
+        if rv.check_sum(_pairwise(lost), ref, abs_sum, n, exact=False).passed:
+            assert "x read below fp32?" in v.reason, "rule 2 missed it: rule 3's catch"
+            missed_by_rule_2.append(n)
+    assert not verdict(0.0).passed
+    assert missed_by_rule_2 or n < 1 << 20, "from 2^20 on, rule 2 alone passes x read at fp16 precision"
+
+
+def test_the_spread_rule_leaves_other_verdicts_alone():
+    failed = rv.check_sum(5.0, 1.0, 10.0, 100, exact=False)
+    assert rv.check_spread(failed, 1.0, 100) is failed
+    exact = rv.check_sum(3.0, 3.0, 10.0, 100, exact=True)
+    assert rv.check_spread(exact, 1e-30, 100) is exact

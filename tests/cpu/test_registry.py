@@ -71,6 +71,16 @@ def test_constraint_refusal_names_the_constraint():
         spec.resolve({"TN": 2, "TM": 2, "BM": 64, "BN": 64})
 
 
+def test_bigtile_refuses_more_a_float4s_a_thread_than_its_row_mask_holds():
+    """Rung 14 keeps one bit per A float4 of a thread in 32 bits: BM = 256, BK = 32 over 32 threads
+    would bring 64 and lose rows 128-255 of every A tile (the review of session 26)."""
+    spec = registry.get("bigtile", "sgemm")
+    params = {**spec.defaults, "BM": 256, "BN": 16, "BK": 32, "WM": 256, "WN": 16, "TM": 16, "TN": 8, "NT": 32,
+              "STAGES": 2}
+    assert any("32 float4s of A" in c for c in spec.failed_constraints(params))
+    assert not any("32 float4s of A" in c for c in spec.failed_constraints({**params, "BK": 16}))
+
+
 def test_constraint_check_survives_division_by_zero():
     spec = registry.get("vectorize")
     assert spec.failed_constraints({**spec.defaults, "BM": 3})  # BM // TM == 0 threads
@@ -102,3 +112,15 @@ def test_variants_share_the_source_of_what_they_repeat():
 def test_name_expression():
     spec = registry.get("blocktiling_2d")
     assert spec.name_expression(spec.defaults) == "gemmlab::sgemm_blocktiling_2d<128, 128, 8, 8, 8>"
+
+
+def test_a_problem_too_tall_for_the_grid_is_refused_in_one_line():
+    """Rung 6 puts rows of 128-row tiles on grid.y (at most 65535): past 65535 * 128 rows it is
+    refused with the grid named, not launched into a CUDA configuration error (session 26's review)."""
+    spec = registry.get("vectorize", "sgemm")
+    values = spec.resolve({})
+    rows = 65535 * 128
+    assert spec.launch(GemmProblem(rows, 64, 64), values).grid[1] == 65535
+    with pytest.raises(BadArgumentError, match=r"vectorize cannot run .* grid \(1, 65536, 1\) past") as info:
+        spec.launch(GemmProblem(rows + 1, 64, 64), values)
+    assert "\n" not in str(info.value)

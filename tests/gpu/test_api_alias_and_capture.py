@@ -5,7 +5,7 @@
 - a user's captured graph outliving the executor that recorded it (the thread's caches dropped
   by use_tuning): what the capture used is pinned, so a replay neither reads nor writes memory
   that was handed out again;
-- dimensions past 2^31 - 1 refused in one line (the kernels take 32-bit M, N, K);
+- dimensions past 2^31 - 65536 refused in one line (the kernels take 32-bit M, N, K and round them up to tiles);
 - the custom op's result row-major whatever C's layout (its fake says so), and beta != 0 without
   C refused as the plain call refuses it.
 fp64 references, fresh random inputs, outputs NaN-poisoned where beta == 0."""
@@ -116,15 +116,15 @@ def test_a_captured_sum_outlives_the_executor_that_recorded_it():
     assert all(bool((d == 0xFFFFFFFF).all()) for d in words), "a replay wrote into memory handed out again"
 
 
+@pytest.mark.parametrize("big", [2 ** 31, 2 ** 31 - 2 ** 16 + 1], ids=["2^31", "just past the bound"])
 @pytest.mark.parametrize("family", ["torch", "cupy"])
-def test_dimensions_past_32_bits_are_refused_in_one_line(family):
-    big = 2 ** 31
+def test_dimensions_past_32_bits_are_refused_in_one_line(family, big):
     A = torch.zeros(1, 1, device="cuda").expand(1, big)  # no memory: a stride-0 view
     B = torch.zeros(1, 1, device="cuda").expand(big, 1)
     if family == "cupy":
         one = cp.zeros((1, 1), cp.float32)
         A, B = cp.broadcast_to(one, (1, big)), cp.broadcast_to(one, (big, 1))
-    with pytest.raises(BadArgumentError, match=r"dimensions up to 2\^31 - 1") as info:
+    with pytest.raises(BadArgumentError, match=r"dimensions up to 2\^31 - 65536") as info:
         gemmlab.sgemm(A, B)
     assert "\n" not in str(info.value)
 

@@ -36,6 +36,17 @@ def test_large_batches_aligned_and_not(impl):
     assert not _bad(results), "\n".join(_bad(results))
 
 
+@pytest.mark.parametrize("impl", [k for k in IMPLS if k.kind == "kernel"], ids=lambda i: i.name)
+def test_batches_past_the_grid_z_limit(impl):
+    """gridDim.z stops at 65535, so a kernel loops over the batches past it (b += gridDim.z): twice
+    round for 2 * 65535 + 3 batches of tiny odd matrices, alpha/beta both ways."""
+    problems = [BatchedGemmProblem(5, 3, 7, 1.0, 0.0, batch=2 * 65535 + 3),
+                BatchedGemmProblem(5, 3, 7, -0.5, 2.0, batch=2 * 65535 + 3)]
+    assert impl.launch(problems[0], impl.resolve({})).grid[2] == 65535
+    results = verify_sweep([impl], problems)
+    assert not _bad(results), "\n".join(_bad(results))
+
+
 def test_entry_point_against_torch():
     torch = pytest.importorskip("torch")
     import gemmlab

@@ -29,8 +29,9 @@ def _hopper():
     skip_unavailable(PERSISTENT)
 
 
-@pytest.mark.parametrize("params", [{"SPLITK": 2}, {"SPLITK": 3, "CM": 1, "BN": 128}, {"SPLITK": 8, "GROUP_M": 1}],
-                         ids=str)
+# 5 and 16 too: the spec admits 1-16, and the slices of an odd count are uneven
+@pytest.mark.parametrize("params", [{"SPLITK": 2}, {"SPLITK": 3, "CM": 1, "BN": 128}, {"SPLITK": 5, "BN": 128},
+                                    {"SPLITK": 8, "GROUP_M": 1}, {"SPLITK": 16, "CM": 1}], ids=str)
 @pytest.mark.parametrize("dtype", HALF)
 def test_sweeps_with_k_slices(dtype, params):
     problems = hv.sweep_problems(dtype, hv.SWEEP_SHAPES + hv.ALIGNED_SHAPES)
@@ -50,6 +51,19 @@ def test_every_layout_and_c_type(layout, out):
 def test_k_heavy_shapes(params):
     problems = [p for d in HALF for p in hv.sweep_problems(d, K_HEAVY)]
     assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": params}))
+
+
+@pytest.mark.parametrize("impl", ["persistent", "tf32_wgmma", "cublas"])
+def test_a_very_long_k_is_checked_exactly(impl):
+    """Past K = 2^16 an fp32-C problem is also verified on +-1 inputs, where the result must be
+    exact (hgemm_check's test 3): split-K, odd K, alpha/beta both ways, and cuBLAS to show the
+    test holds for a library's summation too."""
+    spec = registry.get(impl, "hgemm")
+    skip_unavailable(spec)
+    dtypes = ("tf32",) if impl == "tf32_wgmma" else ("bf16", "fp16") if impl == "persistent" else ("bf16", "tf32")
+    problems = [p for d in dtypes for p in hv.sweep_problems(d, ((64, 136, (1 << 17) + 8), (8, 200, 200_000)))]
+    assert all(hv.exact_pass(p) for p in problems)
+    assert_all_pass(verify_sweep([spec], problems))
 
 
 def test_tf32_with_k_slices():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import LaunchError
+from ..errors import BadArgumentError, LaunchError
 from ..registry import Launch
 from .compile import CompiledKernel
 
@@ -20,8 +20,8 @@ def allow_dynamic_smem(ck: CompiledKernel, nbytes: int) -> None:
     from .device import info
 
     limit = info().max_smem_per_block_optin
-    if nbytes > limit:
-        raise LaunchError(f"{ck.spec.name}: needs {nbytes} B of shared memory, the GPU allows {limit} B per block")
+    if nbytes > limit:  # nothing launched: the context is fine, so no LaunchError (which ends a bench run)
+        raise BadArgumentError(f"{ck.spec.name}: needs {nbytes} B of shared memory, the GPU allows {limit} B per block")
     attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     handle = ck.kernel().handle
     if isinstance(handle, driver.CUkernel):  # library-loaded kernels take a per-device attribute
@@ -41,8 +41,8 @@ def launch_kernel(ck: CompiledKernel, geometry: Launch, stream, *args) -> None:
     core = cuda_core()
     LaunchConfig, launch = core.LaunchConfig, core.launch
 
-    if max(geometry.grid[1], geometry.grid[2]) > 65535:
-        raise LaunchError(f"{ck.spec.name}: grid {geometry.grid} exceeds 65535 in y or z for this shape")
+    if max(geometry.grid[1], geometry.grid[2]) > 65535:  # refused before launching, as above
+        raise BadArgumentError(f"{ck.spec.name}: grid {geometry.grid} exceeds 65535 in y or z for this shape")
     if geometry.cluster != (1, 1, 1):  # cuda.core counts the grid in clusters then
         grid = tuple(g // c for g, c in zip(geometry.grid, geometry.cluster))
         config = LaunchConfig(grid=grid, cluster=geometry.cluster, block=geometry.block, shmem_size=geometry.shmem)

@@ -147,8 +147,10 @@ def run_point(impl: Any, problem, stream, options: BenchOptions, inputs=None,
                                                    options)
         result.status = "PASS" if options.check else "UNCHECKED"
         result.shares = op.shares_of(result, done or {})
-    except LaunchError:
-        raise  # the CUDA context is unusable after this: stop the run (rows so far are kept)
+    except LaunchError as exc:  # the CUDA context is unusable after this: stop the run (rows so far are kept)
+        result.reason = str(exc)
+        exc.point = result  # the point that stopped it, for the caller to record before it stops
+        raise
     except GemmlabError as exc:
         result.status, result.reason = "ERROR", str(exc)
     return result
@@ -169,7 +171,13 @@ def run_bench(impls: Iterable[Any], problems: Iterable[Any], options: BenchOptio
         done: dict[str, Point] = {}
         for impl in op.measure_order(impls):
             pick = impl.at(problem) if isinstance(impl, Slot) else None
-            result = run_point(pick.impl if pick else impl, problem, stream, options, inputs, done)
+            try:
+                result = run_point(pick.impl if pick else impl, problem, stream, options, inputs, done)
+            except LaunchError as exc:  # its row, then the stop
+                results.append(exc.point)
+                if on_result:
+                    on_result(exc.point)
+                raise
             if pick:
                 result.chosen = pick.record
             done[impl.name] = result
@@ -214,7 +222,11 @@ def verify_sweep(impls: Iterable[Any], problems: Iterable[Any], params: Mapping[
                                                           special=special)
                 point.status = "PASS" if point.verdict.passed else "FAIL"
                 point.reason = point.verdict.reason
-            except LaunchError:
+            except LaunchError as exc:  # the context is gone: this point's row, then the stop
+                point.reason = str(exc)
+                results.append(point)
+                if on_result:
+                    on_result(point)
                 raise
             except GemmlabError as exc:
                 point.reason = str(exc)

@@ -23,6 +23,17 @@ from .tuned import usable_best
 from .ui import console, params_for, progress_bar
 
 
+def require_named_libraries(impls: list, names: str) -> None:
+    """A baseline named in --impl whose library is missing: refused with its reason, for it would
+    verify or time nothing and the run would pass. One that 'all' or the op's own reference brought
+    in is left out silently (usable)."""
+    named = {n.strip() for n in names.split(",")}
+    for i in impls:
+        why = i.name in named and i.kind != "kernel" and i.unavailable_reason()
+        if why:
+            raise BadArgumentError(why)
+
+
 def usable(impls: list) -> list:
     """Kernels, and the baselines whose library is there (the others are left out silently)."""
     return [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
@@ -105,6 +116,7 @@ def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, p
     if after is not None and params and not any(i.kind == "kernel" for i in impls):
         raise BadArgumentError(dispatched.PARAMS_REFUSED)
     chosen = params_for(impls, params)
+    require_named_libraries(impls, named)
     problems = op.problems(args)
     names = {i.name for i in impls}
     impls += [i for name in op.always_measured for i in op.select(name, dtype) if name not in names]
@@ -140,11 +152,8 @@ def verify(op_name: str, impl: str, args: ops.ShapeArgs, params: str | None) -> 
         raise BadArgumentError("--impl dispatch is for gemmlab bench (which verifies each point before timing it)")
     impls = op.select(impl, dtype)
     chosen = params_for(impls, params)
+    require_named_libraries(impls, impl)
     named = {n.strip() for n in impl.split(",")}
-    for i in impls:  # a named baseline whose library is missing would verify nothing, and pass
-        why = i.name in named and i.kind != "kernel" and i.unavailable_reason()
-        if why:
-            raise BadArgumentError(why)
     impls = usable(impls)
     candidates = op.sweep(args)
     one = args.one_gemm

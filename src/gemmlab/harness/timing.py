@@ -127,7 +127,8 @@ class Timer:
         so that it sees only the timed launches.
         """
         self._prepare()
-        # Warm-up; the last one gives the estimate that sizes the run.
+        # Warm-up rounds of two launches each (--warmup's help says so); the last round's first
+        # launch gives the estimate that sizes the run, so there is always one round.
         estimate = 0.0
         host_ns = 0
         for _ in range(max(1, self.warmup)):

@@ -105,8 +105,11 @@ class BgemmOp(GemmOp):
         if args.one_gemm:
             (m, n, k), = gemm_shapes(args, None)
             return [BatchedGemmProblem(m, n, k, args.alpha, args.beta, batch=args.batch or 1)]
-        text = args.sizes or DEFAULT_SIZES
-        shapes = [parse_batched(s.strip(), args.batch) for s in text.split(",") if s.strip()]
+        if args.sizes:
+            shapes = [parse_batched(s.strip(), args.batch) for s in args.sizes.split(",") if s.strip()]
+        else:  # the default sizes (BATCHxN), each with --batch's count when it is given
+            defaults = (parse_batched(s, None) for s in DEFAULT_SIZES.split(","))
+            shapes = [(args.batch or b, m, n, k) for b, m, n, k in defaults]
         if not shapes:
             raise BadArgumentError("--sizes is empty")
         return [BatchedGemmProblem(m, n, k, args.alpha, args.beta, batch=b) for b, m, n, k in shapes]
@@ -116,7 +119,7 @@ class BgemmOp(GemmOp):
             one = self.problems(args)[0]
             return [BatchedGemmProblem(one.M, one.N, one.K, a, b, batch=one.batch)
                     for a, b in ((1.0, 0.0), (args.alpha, args.beta))]
-        return [BatchedGemmProblem(m, n, k, a, b_, batch=b)
+        return [BatchedGemmProblem(m, n, k, a, b_, batch=args.batch or b)  # --batch: every shape that many times
                 for (b, m, n, k) in SWEEP_SHAPES for (a, b_) in self.sweep_scalars]
 
     def row_fields(self, point) -> dict:

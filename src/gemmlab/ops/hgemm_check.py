@@ -36,6 +36,14 @@ what a user of an fp32 GEMM asks for, so the bounds state the price of tf32. Tru
 biased (every magnitude shrinks, by ~2^-11 on average), so the normwise error is coherent,
 ~1e-3; 2^-8 = 3.9e-3 leaves room and still fails a dropped 8-wide K step (sqrt(8/K) > 2^-8 up to
 K ~ 500,000) or an output rounded to bf16.
+3. Exact, past K = 2^16 with an fp32 C: the normwise bound grows like K while a dropped or repeated
+   step of d terms errs by about sqrt(d / K), so from K ~ 6e5 it passed a result missing 512 K
+   terms of every output (session 26's review). There a second run takes inputs of +-1 (exact in
+   every input type) and C0 of +-1: every product is +-1 and every partial sum an integer of at
+   most K <= 2^24 in magnitude, exact in fp32 however the tensor cores align and truncate, and
+   alpha * acc + beta * C0 (the sweeps' 1.5 and -0.75) lands on a multiple of 1/4 far below 2^22
+   for random signs, exact too. So C must EQUAL the fp64 reference: any dropped, repeated or
+   misplaced term moves it.
 NaN or inf anywhere fails: with beta == 0 C starts as NaN, so an unwritten element, or a kernel
 that reads C although beta == 0, leaves a NaN behind.
 A 16-bit C (the input type, as torch.mm writes it; rung 5 with OUT16). The kernel computes
@@ -131,6 +139,34 @@ def make_inputs(problem: GemmProblem, seed: int, xp=None):
     else:
         C0 = poison((problem.M, problem.N), out, xp)
     return A, B, C0
+
+
+EXACT_K = 1 << 16  # past this K, an fp32-C problem also runs test 3 (exact, on +-1 inputs)
+
+
+def exact_pass(problem: GemmProblem) -> bool:
+    return problem.K > EXACT_K and problem.out_dtype == "fp32"
+
+
+def make_sign_inputs(problem: GemmProblem, seed: int, xp=None):
+    """make_inputs' arrays for test 3: +-1 in every input and in C0 (NaN when beta == 0)."""
+    if xp is None:
+        import cupy as xp
+    rng = xp.random.default_rng(seed)
+
+    def signs(shape):
+        return (rng.integers(0, 2, shape, dtype=xp.int32) * 2 - 1).astype(xp.float32)
+
+    A = round_to(signs((problem.K, problem.M) if problem.a_transposed else (problem.M, problem.K)), problem.dtype, xp)
+    B = round_to(signs((problem.N, problem.K) if problem.b_transposed else (problem.K, problem.N)), problem.dtype, xp)
+    C0 = signs((problem.M, problem.N)) if problem.beta != 0.0 else poison((problem.M, problem.N), "fp32", xp)
+    return A, B, C0
+
+
+def compare_exact(C, A16, B16, C0, alpha: float, beta: float, dtype: str) -> Verdict:
+    """Test 3: C equal to the fp64 reference, element by element."""
+    return compare_gemm(C, A16, B16, C0, alpha, beta, to_f64=lambda x, xp: decode(x, dtype, xp),
+                        elementwise_factor=0.0, tol=0.0)
 
 
 def compare(C, A16, B16, C0, alpha: float, beta: float, dtype: str, out: str = "fp32") -> Verdict:

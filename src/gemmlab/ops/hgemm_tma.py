@@ -90,14 +90,18 @@ class TmaOperands:
         """`src` (rows x cols) in a buffer whose rows are 16-byte multiples (copied in unless
         `copy_in` is off: a C that is only written). The view keeps the logical width - except
         for a single row: CUDA's array interface calls a one-row view contiguous and drops its
-        stride, so the whole padded row is described, its tail zero (allocated zeroed, never
-        written)."""
+        stride, so the whole padded row is described, its tail zero. A buffer is reused by the next
+        problem of its size, which may be narrower (K = 5 after K = 7 in one 8-wide row): a single
+        row's tail is zeroed again then, or the old values would meet TMA's zeros from the other
+        operand, and an inf or NaN among them would make the row NaN."""
         import cupy as cp
 
         width = padded_row(cols, src.itemsize)
         buf = self._ws.get(name)
         if buf is None or buf.shape != (rows, width) or buf.dtype != src.dtype:
             buf = self._ws[name] = cp.zeros((rows, width), dtype=src.dtype)
+        elif rows == 1 and cols < width:
+            buf[:, cols:] = 0
         view = buf[:, :cols]
         if copy_in:
             view[...] = src

@@ -14,8 +14,8 @@ from ..kernels.reduce import specs as _kernels  # noqa: F401  (registers the lad
 from ..problem import ReduceProblem, size_label
 from . import reduce_libraries as _libraries  # noqa: F401  (registers CUB, torch, copy)
 from .base import Metric, Op, ShapeArgs, Share, device_inputs, inverse_time, ratio, time_ms
-from .reduce_check import (SPECIAL_CASES, ReduceVerdict, check_partials, check_sum, make_input, plant_special,
-                           reference)
+from .reduce_check import (SPECIAL_CASES, ReduceVerdict, check_partials, check_spread, check_sum, make_input,
+                           norm2, plant_special, reference)
 from .reduce_passes import ReduceRunner, value_of
 
 CEILING = "copy"
@@ -23,9 +23,11 @@ REFERENCE = "cub"
 # `gemmlab bench --op reduce` without --n: the sizes (2^10, 2^16, 2^20, 2^24, 2^28).
 DEFAULT_BENCH_SIZES = "1024,65536,1048576,16777216,268435456"
 # `gemmlab verify --op reduce` without --n: every edge of the launch geometry of the default
-# configurations (1 element, a warp +- 1, a block +- 1, 2^20 + 7 with a 3-element tail).
+# configurations (1 element, a warp +- 1, a block +- 1, 2^20 + 7 with a 3-element tail, and
+# 3 * 2^21 + 5, past one resident wave of rungs 8-10 on a 132-SM GPU: a second trip round their
+# grid-stride loops and more tiles than blocks in the tile queue).
 EDGE_SIZES = (1, 2, 3, 4, 5, 31, 32, 33, 255, 256, 257, 1000, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4097,
-              65537, (1 << 20) + 7)
+              65537, (1 << 20) + 7, 3 * (1 << 21) + 5)
 
 _POW = re.compile(r"^(\d+)\s*(?:\^|\*\*)\s*(\d+)\s*(?:([+-])\s*(\d+))?$")
 
@@ -108,6 +110,8 @@ def verify_sum(runner: ReduceRunner, n: int, stream, seed: int, host_data: bool 
         exact = kind == "integers"
         ref, abs_sum = reference(x)
         verdict = check_sum(_run_once(runner, x, stream), ref, abs_sum, n, exact)
+        if not exact:
+            verdict = check_spread(verdict, norm2(x), n)
         if not verdict.passed:
             return verdict
         if runner.contiguous:

@@ -15,6 +15,15 @@ Two inputs per check, fresh random data each time, and both must pass:
    sequential adds per accumulator plus ~20, i.e. < sqrt(n) for n < ~2^38 on an H100), and so
    do CUB and torch (blocked sums with a few thousand-term chains at most). A correct kernel
    cannot fail it; typical errors are 1e-9 of S. Test 1 is what catches wrong indexing.
+3. Spread (the same uniform data): |result - s| <= 8 * u * sqrt(h) * ||x||_2, h as in 2. Rule 2
+   is a worst case, and on random-sign data it grows like n while the sum grows like sqrt(n):
+   from n ~ 2^16 it no longer sees inputs read at bf16 or fp16 precision, and from ~2^25 it
+   passes a result of 0 (session 26's review). Rounding errors of one order's additions are
+   independent, each at most u times its partial result, and those partials' squares add up to
+   about h/2 * ||x||_2^2 over chains of h additions: the error's spread is about
+   u * sqrt(h/6) * ||x||_2, so a correct kernel stays some 20 spreads inside this bound, while
+   reading x at bf16 (fp16) precision errs by about 2^-9 (2^-12) * ||x||_2 / sqrt(3): 18x (2.3x)
+   the bound at n = 2^28, more below. Integer inputs (test 1) are exact in bf16 and cannot.
 NaN and inf (NumPy semantics): if the reference is NaN (a NaN in x, or +inf and -inf both
 present) the result must be NaN; if it is +-inf the result must be the same inf.
 For block-partials kernels with contiguous sections (rungs 1-7) every partial is checked too,
@@ -23,7 +32,7 @@ against the fp64 sum of its section, by the same two rules.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,9 +41,22 @@ EXTRA_DEPTH = 64
 HOST_REFERENCE_LIMIT = 1 << 22  # up to this many elements the reference is computed with NumPy
 
 
+def chain(n: int) -> int:
+    """The longest chain of roundings the bounds allow a sum of n elements: sqrt(n) + 64."""
+    return math.isqrt(max(n, 1) - 1) + 1 + EXTRA_DEPTH
+
+
 def tolerance(n: int) -> float:
     """The bound on |result - reference| / sum(|x|) for n elements (see the module doc)."""
-    return (math.isqrt(max(n, 1) - 1) + 1 + EXTRA_DEPTH) * U32
+    return chain(n) * U32
+
+
+SPREAD_SIGMAS = 8
+
+
+def spread_bound(n: int, l2: float) -> float:
+    """Rule 3's bound on |result - reference| for n elements of norm ||x||_2 = l2."""
+    return SPREAD_SIGMAS * U32 * math.sqrt(chain(n)) * l2
 
 
 @dataclass(frozen=True)
@@ -109,6 +131,27 @@ def reference(x) -> tuple[float, float]:
     d = x.astype(xp.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         return float(d.sum()), float(xp.abs(d).sum())
+
+
+def norm2(x) -> float:
+    """||x||_2 in fp64 of a 1-D fp32 array (host or device)."""
+    xp = _xp_of(x)
+    if xp is not np and x.size <= HOST_REFERENCE_LIMIT:
+        x, xp = xp.asnumpy(x), np
+    d = x.astype(xp.float64)
+    return math.sqrt(float((d * d).sum()))
+
+
+def check_spread(verdict: ReduceVerdict, l2: float, n: int) -> ReduceVerdict:
+    """Rule 3 after rule 2 (a passed accuracy verdict of finite values; any other is returned as
+    it is): the error must also stay within spread_bound."""
+    if not verdict.passed or verdict.exact or not math.isfinite(verdict.reference):
+        return verdict
+    err, bound = abs(verdict.value - verdict.reference), spread_bound(n, l2)
+    if err <= bound:
+        return verdict
+    return replace(verdict, passed=False, reason=f"sum = {verdict.value:.9g}, fp64 {verdict.reference:.9g}: error "
+                   f"{err:.3e} > {bound:.3e} (8 u sqrt(h) ||x||_2, a correct fp32 sum's reach; x read below fp32?)")
 
 
 def section_references(x, section: int, blocks: int):

@@ -12,6 +12,7 @@ namespace hop {
 // Cluster tile `tile` -> (row, column) of cluster tiles, in groups of `group` tile rows: the
 // CTAs running at one time share few rows of A and few columns of B, so both stay in L2.
 __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int group, int& tm, int& tn) {
+    group = min(group, tiles_m);  // the same order, and per_group stays within the tile count (no 32-bit overflow)
     const int per_group = group * tiles_n;
     const int first = (tile / per_group) * group;
     const int rows = min(group, tiles_m - first);

@@ -65,6 +65,7 @@ struct BigTile {
     static_assert(A_VECS * NT * 4 == BM * BK && B_VECS * NT * 4 == BK * BN, "the threads split the tiles evenly");
     static_assert(NT % (BK / 4) == 0 && NT % (BN / 4) == 0, "whole rows of 16-byte words per pass");
     static_assert(STAGES >= 2 && GROUP >= 1, "a pipeline needs two stages; GROUP >= 1");
+    static_assert(A_VECS <= 32, "aRowsIn keeps one bit per A float4 of a thread in 32 bits");
 
     // Where this thread's fragments sit in the block tile: chunk c of its A fragment is rows
     // a_off() + c*LM*4 .. +3, chunk c of its B fragment columns b_off() + c*LN*4 .. +3.

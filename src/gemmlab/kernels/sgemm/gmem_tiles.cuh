@@ -28,9 +28,12 @@ __device__ __forceinline__ float4 load4_or_zero(const float* __restrict__ base, 
 template <int BM, int BN, int GROUP>
 __device__ __forceinline__ void swizzled_tile_at(int M, int N, int pid, int& row0, int& col0) {
     const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
-    const int perGroup = GROUP * tilesN;
-    const int firstM = (pid / perGroup) * GROUP;
-    const int groupRows = min(tilesM - firstM, GROUP);
+    // a group of more rows than there are is all of them (the same order): it keeps perGroup
+    // within the tile count, where GROUP * tilesN could pass 2^31 for a large GROUP or N
+    const int group = min(GROUP, tilesM);
+    const int perGroup = group * tilesN;
+    const int firstM = (pid / perGroup) * group;
+    const int groupRows = min(tilesM - firstM, group);
     row0 = (firstM + (pid % perGroup) % groupRows) * BM;
     col0 = ((pid % perGroup) / groupRows) * BN;
 }

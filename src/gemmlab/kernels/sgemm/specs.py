@@ -583,6 +583,9 @@ BIGTILE = KernelSpec(
                    lambda v: all(v[p] % 4 == 0 for p in ("TM", "TN", "BK", "BN", "PADA"))),
         Constraint("the threads must split the A tile evenly in float4s, whole rows at a time",
                    lambda v: (v["BM"] * v["BK"] // 4) % v["NT"] == 0 and v["NT"] % (v["BK"] // 4) == 0),
+        # the kernel keeps a bit per A float4 of a thread (which rows lie inside M) in 32 bits
+        Constraint("a thread must bring at most 32 float4s of A a K-tile: BM*BK/4/NT <= 32",
+                   lambda v: v["BM"] * v["BK"] // 4 <= 32 * v["NT"]),
         Constraint("the threads must split the B tile evenly in float4s, whole rows at a time",
                    lambda v: (v["BN"] * v["BK"] // 4) % v["NT"] == 0 and v["NT"] % (v["BN"] // 4) == 0),
         Constraint("at most 255 registers: TM*TN accumulators must be <= 128", lambda v: v["TM"] * v["TN"] <= 128),
