@@ -93,7 +93,7 @@ def test_explain_without_a_gpu(table, capsys):
     ("sgemm", (64, 64), None, r"takes shape=\(M, N, K\)"),
     ("bgemm", (64, 64, 64), None, r"takes shape=\(M, N, K, batch\)"),
     ("reduce", (), None, r"takes shape=\(n,\)"),
-    ("hgemm", (2**31, 64, 64), None, "2\\^31 - 1"),
+    ("hgemm", (2**31 - 2**16 + 1, 64, 64), None, "2\\^31 - 65536"),
     ("sgemm", (64, -1, 64), None, "integers from 0"),
     ("sgemm", (64, 64.5, 64), None, "integers from 0"),
     ("sgemm", 64, None, "takes shape"),

@@ -138,6 +138,50 @@ def test_bayes_strategy_proposes_only_kept_points_and_learns():
     assert len(asked) == 12 and len({tuple(sorted(p.items())) for p in asked}) == 12
 
 
+def _bayes_sequence(seed: int, budget: int | None, prior=()):
+    from gemmlab.tune.search import Bayes
+    from gemmlab.tune.space import axes, enumerate_space
+
+    spec = registry.get("autotuned")
+    strategy = Bayes(enumerate_space(spec).kept, axes(spec), budget=budget, seed=seed)
+    for point, gflops in prior:
+        strategy.prior(point, gflops)
+    asked = []
+    while (point := strategy.ask()) is not None:
+        asked.append(tuple(sorted(point.items())))
+        strategy.tell(point, float(point["BM"] * point["BN"]))
+    return asked, strategy
+
+
+def test_bayes_is_reproducible_from_its_seed_when_the_sampler_runs_dry(monkeypatch):
+    """After a dozen trials TPE keeps proposing points it has seen, and the fallback took the first
+    of a set, whose order follows PYTHONHASHSEED; now the seed picks it, and the study hears it."""
+    pytest.importorskip("optuna", reason="optuna is optional (pip install optuna)")
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, 'tests/cpu'); from test_tune_worker import _bayes_sequence; "
+            "import hashlib; a, s = _bayes_sequence(0, 20); "
+            "print(len(a), len(set(a)), len(s._study.trials), hashlib.sha1(repr(a).encode()).hexdigest())")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": str(h)}).stdout for h in (1, 2)}
+    assert len(outs) == 1, outs
+    asked, told, trials, _ = outs.pop().split()
+    assert asked == told, "no point asked twice"
+    assert int(trials) >= int(asked), "every asked point is a trial of the study (the fallback's too)"
+
+
+def test_bayes_resume_learns_the_recorded_trials_and_counts_them():
+    pytest.importorskip("optuna", reason="optuna is optional (pip install optuna)")
+    first, _ = _bayes_sequence(5, 10)
+    prior = [(dict(k), float(dict(k)["BM"] * dict(k)["BN"])) for k in first]
+    resumed, strategy = _bayes_sequence(5, 25, prior)
+    assert len(resumed) == 15, "--budget is the total over the runs, as the fixed orders count it"
+    assert not set(resumed) & set(first), "a recorded point is not asked again"
+    completed = [t for t in strategy._study.trials if t.state.name == "COMPLETE"]
+    assert len(completed) >= 25, "the recorded trials are in the study"
+
+
 def test_dry_run_reports_the_space(capsys):
     from gemmlab.cli import main
 

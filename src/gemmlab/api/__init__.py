@@ -98,6 +98,8 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
     from .. import ops, registry
     from . import dispatch, tuning
 
+    if impl is not None or params is not None:
+        checks.check_choice(impl, params, "gemmlab.explain")
     if gpu is None or A is not None:
         state = core.setup()
         gpu, arch = gpu or state["gpu"], arch or state["arch"]
@@ -153,7 +155,7 @@ def _explained_shape(op: str, shape, dtype: str | None) -> tuple[tuple, str]:
     top = 2**63 - 1 if op == "reduce" else checks.MAX_DIM
     if len(dims) != length or not all(0 <= d <= top for d in dims):
         raise core.BadArgumentError(f"explain(op={op!r}) takes shape={form}, integers from 0 to "
-                                    f"{'2^63' if op == 'reduce' else '2^31'} - 1, not {shape!r}")
+                                    f"{'2^63 - 1' if op == 'reduce' else checks.MAX_DIM_TEXT}, not {shape!r}")
     dtype = dtype or dtypes[0]
     if op == "hgemm" and dtype == "fp32":  # fp32 arrays given to hgemm run as tf32
         dtype = "tf32"

@@ -8,7 +8,7 @@ import numbers
 from collections.abc import Mapping
 
 from ..errors import BadArgumentError
-from ..problem import MAX_DIM  # the problems' own bound: 32-bit M, N, K and batch
+from ..problem import MAX_DIM, MAX_DIM_TEXT  # the problems' own bound: 32-bit M, N, K and batch
 from .core import _state
 from .operands import DTYPE_TEXT as DTYPE_NAMES
 from .operands import ITEMSIZE, Operand, check, new_output, read, shape_text, transposed
@@ -47,6 +47,9 @@ def check_choice(impl, params, caller: str) -> None:
             if not isinstance(name, str) or not isinstance(value, numbers.Integral) or isinstance(value, bool):
                 raise BadArgumentError(f"{caller}: params must map parameter names to integers, "
                                        f"not {name!r}: {value!r}")
+        if params and impl is None:  # whose? the dispatch's pick changes with the shape and the GPU
+            raise BadArgumentError(f"{caller}: params {dict(params)} need impl=, the implementation they belong to "
+                                   "(gemmlab.explain names the one a call without them runs)")
 
 
 def gemm_op_of(A, caller: str) -> str:
@@ -71,7 +74,7 @@ def gemm_operands(op_name: str, caller: str, A, B):
     dims = (sa[-2], sb[-1], sa[-1]) + ((sa[0],) if ndim == 3 else ())
     if max(dims) > MAX_DIM:
         raise BadArgumentError(f"A is {shape_text(sa)} and B is {shape_text(sb)}: {caller} takes dimensions up "
-                               f"to 2^31 - 1")
+                               f"to {MAX_DIM_TEXT}")
     dtype = ("tf32" if a.dtype == "fp32" else a.dtype) if op_name == "hgemm" else "fp32"
     return a, b, dims, dtype
 

@@ -161,8 +161,8 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
                                  lambda name: refusal(op_name, name, problem, arch) or slow_path(op_name, name, problem),
                                  out_dtype=getattr(problem, "out_dtype", "fp32"), fill=round_fill(op_name, problem))
     spec = lookup(op_name, choice.impl)
-    chosen = choice.params if params is None else dict(params)
-    if params is None and spec.kind == "kernel" and op_name != "reduce":
+    chosen = dict(params) if params else choice.params  # params={}: no overrides, as None
+    if not params and spec.kind == "kernel" and op_name != "reduce":
         tuned = tuning.tuned_params(spec, problem, gpu)
         if tuned:
             chosen = tuned

@@ -27,7 +27,7 @@ def use_tuning(path: str | os.PathLike | None) -> None:
             _named = None
             _cache.clear()
         return
-    p = Path(path)
+    p = Path(path).resolve()  # the file named now: a later os.chdir must not swap it for another
     if not p.is_file():
         raise BadArgumentError(f"no tuning database at {p}")
     from ..store import ResultStore
@@ -51,7 +51,8 @@ def describe() -> str:
     db = database()
     if db is None:
         return "no database named (gemmlab.use_tuning(path) or GEMMLAB_DB); the shipped table's parameters"
-    return f"{db} ({'use_tuning' if _named else 'GEMMLAB_DB'})"
+    missing = "" if Path(db).is_file() else ": no such file, so the shipped table's parameters"
+    return f"{db} ({'use_tuning' if _named else 'GEMMLAB_DB'}){missing}"
 
 
 def tuned_params(spec, problem, gpu: str) -> dict | None:
@@ -59,7 +60,8 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
     db = database()
     if db is None or getattr(spec, "kind", "") != "kernel":
         return None
-    key = (db, spec.name, problem.op, getattr(problem, "dtype", ""), problem.M, problem.N, problem.K, gpu)
+    key = (db, spec.name, problem.op, getattr(problem, "dtype", ""), problem.M, problem.N, problem.K, gpu,
+           getattr(problem, "layout", "nn"), getattr(problem, "out_dtype", "fp32"))
     found = _cache.get(key, _MISSING)  # one read: another thread's use_tuning may clear the cache at any time
     if found is _MISSING:
         from ..harness.tuned import usable_best

@@ -17,11 +17,19 @@ def canonical(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def tried_points(store: Any, gpu: str | None, impl: str, problem: GemmProblem) -> set[str]:
-    """Parameter sets already recorded for this GPU, kernel and shape, whatever their status."""
+def tried_points(store: Any, gpu: str | None, impl: str, problem: GemmProblem) -> dict[str, float | None]:
+    """Parameter sets already recorded for this GPU, kernel and shape, whatever their status (a
+    canonical key each), with the best GFLOP/s any of their PASS rows measured (None: none passed)."""
     rows = store.query(_TRIALS + " AND r.M = ? AND r.N = ? AND r.K = ?",
                        (gpu, impl, _dtype(problem), problem.M, problem.N, problem.K))
-    return {canonical(json.loads(r["params"])) for r in rows if r["params"]}
+    tried: dict[str, float | None] = {}
+    for r in rows:
+        if r["params"]:
+            key = canonical(json.loads(r["params"]))
+            measured = r["gflops"] if r["status"] == "PASS" else None
+            best = tried.get(key)
+            tried[key] = measured if best is None else max(best, measured or best)
+    return tried
 
 
 def _dtype(problem: Any) -> str:
@@ -47,8 +55,13 @@ def best_params(store: Any, gpu: str | None, impl: str, problem: GemmProblem) ->
 
 
 def usable_best(store: Any, gpu: str | None, spec: Any, problem: GemmProblem) -> dict | None:
-    """best_params for a kernel spec, or None when nothing was tuned or the spec refuses them now."""
+    """best_params for a kernel spec, or None: nothing tuned; a problem of another layout or C type
+    than the tune measured (it times layout nn with an fp32 C, and the layout and C flags it
+    recorded would override the problem's own: tn's B, a 16-bit C); or parameters the spec no
+    longer has or now refuses (a database from another gemmlab)."""
+    if getattr(problem, "layout", "nn") != "nn" or getattr(problem, "out_dtype", "fp32") != "fp32":
+        return None
     hit = best_params(store, gpu, spec.name, problem)
-    if hit is None or spec.failed_constraints({**spec.defaults, **hit[0]}):
+    if hit is None or set(hit[0]) - set(spec.defaults) or spec.failed_constraints({**spec.defaults, **hit[0]}):
         return None
     return hit[0]

@@ -163,6 +163,11 @@ def _tune_here(spec, problem, strategy, jobs, device_list, timeout, time_limit, 
     _check_present(device_list or [0])
     env = collect_env(device_list[0] if device_list else 0)  # the GPU the run's rows are stored under
     gpu = (env.get("gpu") or {}).get("name")
+    others = {i: (collect_env(i).get("gpu") or {}).get("name") for i in (device_list or [])[1:]}
+    if any(name != gpu for name in others.values()):  # one run, one GPU name: the rows would be ranked as gpu's
+        models = ", ".join(f"{i}: {name}" for i, name in {device_list[0]: gpu, **others}.items())
+        raise BadArgumentError(f"--devices names GPUs of different models ({models}); tune each model in its own "
+                               "run, or use --cluster local, which runs one sweep per model")
     arch = (env.get("gpu") or {}).get("compute_capability") or info().arch
     options = TuneOptions(jobs=jobs, devices=device_list or [None],
                           timeout_s=timeout, time_limit_s=time_limit, resume=resume)

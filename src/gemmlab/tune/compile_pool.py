@@ -53,10 +53,17 @@ def compile_one(args) -> CompileOutcome:
     except GemmlabError as exc:
         return CompileOutcome(params, None, 0.0, str(exc))
     r = ck.resources
-    if r.spill_stores or r.spill_loads or r.stack_frame:
-        return CompileOutcome(params, r, ck.compile_seconds,
-                              f"spills ({r.spill_stores} B stores, {r.spill_loads} B loads, {r.stack_frame} B stack)")
+    if spills(r):
+        return CompileOutcome(params, r, ck.compile_seconds, spills(r))
     return CompileOutcome(params, r, ck.compile_seconds, cache_key=ck.cache_key)
+
+
+def spills(r) -> str:
+    """Why a build is no candidate ("" when it is): local memory, which a tuned kernel must not use.
+    Asked of a precompiled point here and of every other point when its trial has run (worker)."""
+    if r is None or not (r.spill_stores or r.spill_loads or r.stack_frame):
+        return ""
+    return f"spills ({r.spill_stores} B stores, {r.spill_loads} B loads, {r.stack_frame} B stack)"
 
 
 class CompileStream:

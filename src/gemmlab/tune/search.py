@@ -31,6 +31,10 @@ class Strategy:
     def tell(self, point: dict, gflops: float | None) -> None:
         pass
 
+    def prior(self, point: dict, gflops: float | None) -> None:
+        """A point recorded by an earlier run (--resume). The fixed orders ask it again in its turn
+        (the tuner skips it, and it counts toward the budget), so they need not hear of it."""
+
 
 class Exhaustive(Strategy):
     pass
@@ -61,6 +65,7 @@ class Bayes(Strategy):
         self._dist = {n: optuna.distributions.CategoricalDistribution(list(v)) for n, v in axes.items()}
         self._study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
         self._trials: dict = {}
+        self._rng = random.Random(seed)  # the fallback's pick: the seed's, not the set order's
 
     def ask(self) -> dict | None:
         if self._asked >= self._budget:
@@ -75,18 +80,33 @@ class Bayes(Strategy):
                 self._asked += 1
                 return point
             self._study.tell(trial, state=__import__("optuna").trial.TrialState.FAIL)
-        remaining = [dict(k) for k in self._valid - self._seen]  # the sampler keeps repeating itself
+        remaining = sorted(self._valid - self._seen)  # the sampler keeps repeating itself
         if not remaining:
             return None
-        point = remaining[0]
-        self._seen.add(tuple(sorted(point.items())))
+        key = self._rng.choice(remaining)
+        self._study.enqueue_trial(dict(key))  # a trial of the study all the same, so its result is told
+        self._trials[key] = self._study.ask(self._dist)
+        self._seen.add(key)
         self._asked += 1
-        return point
+        return dict(key)
 
     def tell(self, point: dict, gflops: float | None) -> None:
         trial = self._trials.pop(tuple(sorted(point.items())), None)
         if trial is not None:
             self._study.tell(trial, gflops or 0.0)
+
+    def prior(self, point: dict, gflops: float | None) -> None:
+        """A recorded trial (--resume): the study learns from it, and it counts toward the budget
+        as the fixed orders' skipped points do, so --budget is the total over the runs."""
+        import optuna
+
+        key = tuple(sorted(point.items()))
+        if key not in self._valid or key in self._seen:  # another space's point, or told already
+            return
+        self._study.add_trial(optuna.trial.create_trial(params=dict(key), distributions=self._dist,
+                                                        value=gflops or 0.0))
+        self._seen.add(key)
+        self._asked += 1
 
 
 STRATEGIES = {"exhaustive": Exhaustive, "random": RandomSample, "bayes": Bayes}

@@ -7,6 +7,7 @@ or a Dask cluster. Either way this process is the only writer of the results dat
 row is written as soon as its trial's answer arrives."""
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -66,7 +67,9 @@ def tune(spec: KernelSpec, problem: GemmProblem, strategy: Strategy, options: Tu
     summary = TuneSummary()
     start = time.perf_counter()
     deadline = start + options.time_limit_s if options.time_limit_s else None
-    done = tried_points(store, gpu, spec.name, problem) if (options.resume and store is not None) else set()
+    done = tried_points(store, gpu, spec.name, problem) if (options.resume and store is not None) else {}
+    for key, gflops in done.items():  # a learning strategy starts from what is recorded
+        strategy.prior(json.loads(key), gflops)
 
     def record(row: dict) -> None:
         summary.trials.append(row)

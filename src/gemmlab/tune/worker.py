@@ -85,6 +85,7 @@ def run_candidate(task: dict) -> dict:
     from ..cuda.device import device
     from ..errors import GemmlabError, LaunchError
     from ..problem import GemmProblem
+    from .compile_pool import spills
 
     problem = GemmProblem(task["M"], task["N"], task["K"], task.get("alpha", 1.0), task.get("beta", 0.0),
                           task.get("dtype", "fp32"))
@@ -96,6 +97,9 @@ def run_candidate(task: dict) -> dict:
                                min_time_ms=task.get("min_time_ms", 20.0), params={spec.name: task["params"]})
         result = run_point(spec, problem, _stream, options)
         row = result.row()
+        spilled = spills(result.resources)
+        if spilled and row.get("status") == "PASS":  # a point not compiled up front (bayes): as a precompiled one's row
+            row.update(status="ERROR", reason=spilled)
         # which GPU ran it (with --devices each worker sees only its own)
         row["extra"] = {**(row.get("extra") or {}), "device": os.environ.get("CUDA_VISIBLE_DEVICES", "0")}
         return {**row, "fatal": False}
