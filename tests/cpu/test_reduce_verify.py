@@ -113,6 +113,7 @@ def test_parse_size_refuses(text):
 def test_parse_sizes_and_labels():
     assert parse_sizes(None, "1024,65536") == [1024, 65536]
     assert parse_sizes(None, EDGE_SIZES) == list(EDGE_SIZES)
+    assert parse_sizes("1024,2^10,5", EDGE_SIZES) == [1024, 5], "a size named twice is measured once"
     assert parse_sizes("1,2^20+7", "") == [1, (1 << 20) + 7]
     with pytest.raises(BadArgumentError):
         parse_sizes(",", "")

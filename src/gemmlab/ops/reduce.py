@@ -66,7 +66,7 @@ def parse_size(text: str) -> int:
 def parse_sizes(text: str | None, default: str | tuple[int, ...]) -> list[int]:
     if text is None:
         return [parse_size(s) for s in default.split(",")] if isinstance(default, str) else list(default)
-    sizes = [parse_size(s) for s in text.split(",") if s.strip()]
+    sizes = list(dict.fromkeys(parse_size(s) for s in text.split(",") if s.strip()))  # 1024,2^10: once, as GEMM sizes
     if not sizes:
         raise BadArgumentError("--n is empty")
     return sizes
