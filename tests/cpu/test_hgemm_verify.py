@@ -197,3 +197,38 @@ def test_past_k_2_16_an_fp32_c_is_also_checked_exactly_on_sign_inputs():
     assert hv.compare_exact(exact, A, B, C0, 1.5, -0.75, "bf16").passed
     for wrong in ((1.5 * (a[:, 16:] @ b[16:]) - 0.75 * C0), exact + np.float32(0.25) * (np.arange(64) == 9).reshape(8, 8)):
         assert not hv.compare_exact(wrong.astype(np.float32), A, B, C0, 1.5, -0.75, "bf16").passed
+
+
+def test_the_exact_test_runs_with_its_own_scalars(monkeypatch):
+    """A caller's alpha = 0.1 cannot keep alpha * acc exact in fp32, so test 3 runs at 1.5 and
+    -0.75 (0 when the caller's beta is 0): a correctly rounded result passes whatever the caller's
+    scalars (the review of session 26's own diff found 0.1, 0.3 failing every kernel)."""
+    from gemmlab.ops import hgemm as hgemm_op
+
+    seen = []
+
+    def fake_run(runner, p, inputs, stream, compare):
+        A, B, C0 = inputs
+        a, b = hv.decode(A, p.dtype), hv.decode(B, p.dtype)
+        c0 = np.nan_to_num(np.asarray(C0, dtype=np.float64)) if p.beta else 0.0
+        C = (np.float32(p.alpha) * (a @ b).astype(np.float32) + np.float32(p.beta) * c0).astype(np.float32)
+        seen.append((p.alpha, p.beta))
+        return compare(C, A, B, C0)
+
+    monkeypatch.setattr(hgemm_op, "device_inputs", lambda make, *args: make(*args, xp=np))
+    monkeypatch.setattr(hgemm_op, "run_and_compare", fake_run)
+    for alpha, beta in ((0.1, 0.3), (0.1, 0.0)):
+        p = GemmProblem(4, 8, (1 << 16) + 8, alpha, beta, "bf16")
+        v = hgemm_op.OP.verify(None, p, None, seed=4)
+        assert v.passed, v.reason
+        assert seen[-2:] == [(alpha, beta), (1.5, -0.75 if beta else 0.0)]
+
+
+def test_a_non_exact_result_says_so():
+    p = GemmProblem(4, 8, 16, 1.5, -0.75, "bf16")
+    A, B, C0 = hv.make_sign_inputs(p, 1, xp=np)
+    a, b = hv.decode(A, "bf16"), hv.decode(B, "bf16")
+    C = (1.5 * (a @ b) - 0.75 * C0).astype(np.float32)
+    C[1, 2] += 0.25
+    v = hv.compare_exact(C, A, B, C0, 1.5, -0.75, "bf16")
+    assert not v.passed and v.reason.startswith("not exact on +-1 inputs (test 3, K > 2^16): relative error")

@@ -101,6 +101,18 @@ def test_analyze_without_gpu(capsys, tmp_path, monkeypatch):
     assert stored[0]["occupancy_pct"] == 100.0 and stored[2]["limiter"] == "registers"
 
 
+def test_analyze_describes_a_shape_too_tall_for_a_launch(capsys, tmp_path, monkeypatch):
+    """Occupancy and SASS do not depend on the grid: a shape whose grid a GPU cannot launch
+    (3,000,000 columns: 93,750 rows of tiles on grid.y for naive) is still analyzed; since the
+    launch geometry refuses it (session 26), analyze took the refusal and printed no table."""
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    code = main(["analyze", "--impl", "naive,vectorize", "--arch", "sm_90", "--no-store", "--M", "64", "--N",
+                 "3000000", "--K", "64"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "naive" in out.out and "vectorize" in out.out and "theoretical occupancy on sm_90" in out.out
+
+
 def test_analyze_says_clearly_when_no_disassembler(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(sass, "find_tool", lambda preferred=None: None)

@@ -45,6 +45,20 @@ def test_tuned_parameters_apply_only_to_the_layout_and_c_type_the_tune_measured(
                            GemmProblem(4096, 4096, 4096, dtype="bf16", out_dtype="bf16")) is None
 
 
+def test_a_named_kernel_that_copies_transposed_views_gets_its_nn_tuning(tmp_path, monkeypatch):
+    """bigtile reads row-major only: a call with x @ W.T copies to row-major and runs the nn kernel,
+    tuned parameters and all, and explain must say the same (review of session 26's own diff)."""
+    spec = registry.get("bigtile", "sgemm")
+    tuned = {**spec.defaults, "BM": 64, "NT": 128, "MINB": 2}
+    monkeypatch.setenv("GEMMLAB_DB", str(_tuned_db(tmp_path / "t.db", "bigtile", tuned)))
+    monkeypatch.setattr(tuning, "_named", None)
+    tuning._cache.clear()
+    for layout in ("nn", "nt", "tn"):
+        _, _, chosen = core.decide("sgemm", GemmProblem(4096, 4096, 4096, layout=layout), (4096, 4096, 4096),
+                                   "bigtile", None, "GPU A", "sm_90")
+        assert chosen == tuned, layout
+
+
 def test_a_parameter_the_spec_no_longer_has_makes_the_row_unusable(tmp_path):
     spec = registry.get("autotuned", "sgemm")
     db = _tuned_db(tmp_path / "old.db", "autotuned", {**spec.defaults, "VEC": 1})

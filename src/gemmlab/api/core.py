@@ -14,8 +14,9 @@ import weakref
 from dataclasses import replace
 from typing import Any, Mapping
 
-from ..errors import BadArgumentError, UnknownKernelError
+from ..errors import BadArgumentError, NoGPUError, UnknownKernelError
 from . import dispatch, tuning
+from .tma_executors import copies_to_row_major
 
 _setup_lock = threading.Lock()
 _compile_lock = threading.Lock()
@@ -58,8 +59,6 @@ def setup() -> dict:
                 ctx = ctypes.c_void_p()
                 err = driver().cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev.device_id)
                 if err:
-                    from ..errors import NoGPUError
-
                     raise NoGPUError(f"no GPU: cannot retain the primary context (CUresult {err})")
                 gpu = info()
                 _state.update(context=ctx.value, device=dev.device_id, gpu=gpu.name, arch=gpu.arch)
@@ -193,7 +192,10 @@ def decide(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
     """choose(), with what a call adds to its answer (explain and the executors alike): operands
     given as transposed views, with no implementation named, go to cuBLAS (IN_PLACE_REASON); a
     16-bit C decided by entries measured with an fp32 C says so."""
-    forced = impl is None and (getattr(problem, "a_transposed", False) or getattr(problem, "b_transposed", False))
+    layout = (getattr(problem, "a_transposed", False), getattr(problem, "b_transposed", False))
+    forced = impl is None and any(layout)
+    if impl is not None and copies_to_row_major(lookup(op_name, impl), problem, layout):
+        problem = replace(problem, layout="nn")  # the call runs the nn kernel on row-major copies (calls.gemm)
     choice, spec, chosen = choose(op_name, problem, dims, "cublas" if forced else impl, params, gpu, arch)
     if forced:
         return dispatch.Choice("cublas", {}, IN_PLACE_REASON), spec, chosen

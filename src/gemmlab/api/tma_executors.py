@@ -65,6 +65,14 @@ def in_place_refusal(spec, problem, layout: tuple[bool, bool]) -> str:
     return f"{reason} - the transposed operands are copied to row-major instead" if reason else ""
 
 
+def copies_to_row_major(spec, problem, layout: tuple[bool, bool]) -> bool:
+    """Whether a call naming `spec` copies operands given in `layout` to row-major and runs the nn
+    kernel (api/calls.gemm): a library other than cuBLAS, or a kernel that cannot read them in place."""
+    if not any(layout) or spec.name == "cublas":
+        return False
+    return spec.kind != "kernel" or bool(in_place_refusal(spec, problem, layout))
+
+
 class TmaGemm(FastGemm):
     """A TMA hgemm rung bound to one shape; tensor maps re-encoded only for a new pointer. With
     layout nt the B map describes the caller's NxK array (B^T), read K-major by the kernel."""

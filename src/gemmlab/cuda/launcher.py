@@ -22,7 +22,7 @@ import threading
 from contextlib import contextmanager
 from typing import Sequence
 
-from ..errors import LaunchError
+from ..errors import BadArgumentError, LaunchError
 
 _lock = threading.Lock()
 _driver = None
@@ -168,8 +168,8 @@ class TensorMapSlot:
         err = driver().cuTensorMapEncodeTiled(self.address, TENSOR_MAP_DTYPES[dtype], 2, ptr, dims, strides,
                                               box_dim, element_strides, 0, SWIZZLE_BY_SPAN[swizzle],
                                               L2_PROMOTION_256B, 0)
-        if err:
-            raise LaunchError(f"cannot describe a {rows}x{cols} {dtype} operand for TMA (box {box}, row stride "
+        if err:  # nothing launched, the context intact: the point's own error, not one that ends a run
+            raise BadArgumentError(f"cannot describe a {rows}x{cols} {dtype} operand for TMA (box {box}, row stride "
                               f"{row_stride_bytes} B): {error_name(err)}")
 
 
@@ -184,8 +184,8 @@ class PreparedLaunch:
 
     def __init__(self, kernel_handle: int, name: str, grid: Sequence[int], block: Sequence[int], shmem: int,
                  signature: Sequence[str], cluster: Sequence[int] = (1, 1, 1)):
-        if max(grid[1], grid[2]) > 65535:
-            raise LaunchError(f"{name}: grid {tuple(grid)} exceeds 65535 in y or z for this shape")
+        if max(grid[1], grid[2]) > 65535:  # refused before any launch, as cuda/launch.py does
+            raise BadArgumentError(f"{name}: grid {tuple(grid)} exceeds 65535 in y or z for this shape")
         self.name = name
         self.kernel = ctypes.c_void_p(kernel_handle)
         self.grid = tuple(int(g) for g in grid)

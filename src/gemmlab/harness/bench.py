@@ -174,6 +174,8 @@ def run_bench(impls: Iterable[Any], problems: Iterable[Any], options: BenchOptio
             try:
                 result = run_point(pick.impl if pick else impl, problem, stream, options, inputs, done)
             except LaunchError as exc:  # its row, then the stop
+                if pick:
+                    exc.point.chosen = pick.record
                 results.append(exc.point)
                 if on_result:
                     on_result(exc.point)

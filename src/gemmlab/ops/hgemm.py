@@ -14,6 +14,7 @@ ops/hgemm_tma.py. Bounds and input rounding: ops/hgemm_check.py. Baselines: cuBL
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from .. import registry
@@ -24,8 +25,8 @@ from ..problem import LAYOUTS, GemmProblem  # LAYOUTS: op(A) op(B), "t" an opera
 from . import hgemm_libraries as _libraries  # noqa: F401  (registers cuBLAS)
 from .base import choices, device_inputs
 from .gemm_family import GemmOp, run_and_compare
-from .hgemm_check import (ALIGNED_SHAPES, DTYPES, SWEEP_SHAPES, compare, compare_exact, exact_pass, make_inputs,
-                          make_sign_inputs)
+from .hgemm_check import (ALIGNED_SHAPES, DTYPES, EXACT_ALPHA, EXACT_BETA, SWEEP_SHAPES, compare, compare_exact,
+                          exact_pass, make_inputs, make_sign_inputs)
 
 DEFAULT_HGEMM = "mma_sync"  # rung 2: the fastest before Hopper (sm_80 and up)
 FALLBACK_HGEMM = "wmma"  # takes any shape: impl=None uses it where rung 2 refuses the shape
@@ -255,20 +256,22 @@ class HgemmOp(GemmOp):
     def verify(self, runner, problem, stream, seed, host_data=False, special=True):
         """hgemm_check's tests 1 and 2 on uniform inputs, then (past K = 2^16, fp32 C) test 3 on
         +-1 inputs; host_data: inputs made by NumPy and copied, so no CuPy kernel runs (sanitizer)."""
-        def run(make, compare):
+        def run(p, make, compare):
             if host_data:
                 import cupy as cp
                 import numpy as np
 
-                inputs = device_inputs(lambda: tuple(cp.asarray(x) for x in make(problem, seed, xp=np)))
+                inputs = device_inputs(lambda: tuple(cp.asarray(x) for x in make(p, seed, xp=np)))
             else:
-                inputs = device_inputs(make, problem, seed)
-            return run_and_compare(runner, problem, inputs, stream, compare)
+                inputs = device_inputs(make, p, seed)
+            return run_and_compare(runner, p, inputs, stream, compare)
 
-        verdict = run(make_inputs, lambda C, A, B, C0: self.check(C, A, B, C0, problem))
+        verdict = run(problem, make_inputs, lambda C, A, B, C0: self.check(C, A, B, C0, problem))
         if verdict.passed and exact_pass(problem):
-            verdict = run(make_sign_inputs, lambda C, A, B, C0: compare_exact(C, A, B, C0, problem.alpha,
-                                                                               problem.beta, problem.dtype))
+            # its own scalars: the caller's (0.1, say) would not keep alpha * acc exact in fp32
+            p = replace(problem, alpha=EXACT_ALPHA, beta=EXACT_BETA if problem.beta != 0.0 else 0.0)
+            verdict = run(p, make_sign_inputs, lambda C, A, B, C0: compare_exact(C, A, B, C0, p.alpha, p.beta,
+                                                                                  p.dtype))
         return verdict
 
     def header(self, dtype: str, out_dtype: str = "fp32", layout: str = "nn") -> tuple[str, ...]:

@@ -48,7 +48,7 @@ def analyze(spec: Any, params: dict | None, arch: str, problem, with_sass: bool 
     from ..cuda.compile import compile_kernel
 
     ck = compile_kernel(spec, params, arch=arch)
-    geometry = spec.launch(problem, ck.params)
+    geometry = spec.geometry(problem, ck.params)  # its block and shared memory: a grid past the GPU's limits still has them
     occ = occupancy(arch, geometry.threads, ck.resources.registers, ck.resources.smem_static, geometry.shmem)
     mix, reason, text = None, "", ""
     if with_sass:
