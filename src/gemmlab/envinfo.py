@@ -13,7 +13,6 @@ import subprocess
 import sys
 from datetime import datetime
 from importlib import metadata
-from pathlib import Path
 
 from .errors import NoGPUError
 
@@ -202,6 +201,14 @@ def _nvml_info(index: int) -> dict:
         _try(nv.nvmlShutdown)
 
 
+def _cwd() -> str | None:
+    """The working directory, None where it has been removed (os.getcwd then raises)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def collect_env(index: int = 0) -> dict:
     """Everything that can change a measurement, as a JSON-serialisable dict; `gpu` is device
     `index` (tune --devices 1 stores its rows under the GPU that ran them)."""
@@ -218,7 +225,7 @@ def collect_env(index: int = 0) -> dict:
         "python_executable": sys.executable,
         "gemmlab": gemmlab_version(),
         "git": git_revision(),
-        "cwd": str(Path.cwd()),
+        "cwd": _cwd(),
         "packages": {name: _dist_version(name) for name in PACKAGES},
         "nvrtc": nvrtc_version(),
         "cuda_driver": cuda_driver_version(),

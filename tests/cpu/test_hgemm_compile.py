@@ -50,6 +50,8 @@ def test_the_ladder_is_registered_in_order():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("spec", PORTABLE, ids=lambda s: s.name)
 def test_every_rung_compiles_without_spills(spec, arch, flag):
+    if "<mma.h>" in spec.source_path.read_text() and cc.cuda_include_dir() is None:
+        pytest.skip(f"{spec.name} includes <mma.h>: no CUDA toolkit or nvidia-cuda-runtime wheel on this machine")
     ck = cc.compile_kernel(spec, {"DTYPE": flag}, arch=arch)
     _check(ck, spec, arch)
     assert ck.name_expression.startswith(f"{spec.entry}<{flag}, ")

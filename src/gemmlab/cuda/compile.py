@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -72,18 +73,29 @@ class CompiledKernel:
 
 def cache_dir() -> Path:
     root = os.environ.get("GEMMLAB_CACHE")
-    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gemmlab"
+    xdg = os.environ.get("XDG_CACHE_HOME")  # an empty or relative one is ignored (the XDG rule), never the cwd
+    base = Path(root) if root else (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "gemmlab"
     return base / "nvrtc"
 
 
 @lru_cache(maxsize=1)
 def nvrtc_version() -> str:
-    from cuda.bindings import nvrtc
+    """NVRTC's major.minor, and its library's own version where pip installed it (a patch release
+    embeds another ptxas): part of every cache key."""
+    try:
+        from cuda.bindings import nvrtc
 
-    err, major, minor = nvrtc.nvrtcVersion()
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as exc:  # the library missing (DynamicLibNotFoundError) or unloadable
+        raise CompileError(f"NVRTC is not usable: {exc}") from None
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise CompileError(f"NVRTC is not usable: {err}")
-    return f"{major}.{minor}"
+    try:
+        from importlib.metadata import version
+
+        return f"{major}.{minor} ({version('nvidia-cuda-nvrtc')})"
+    except Exception:  # not a pip install of NVRTC: the toolkit's major.minor is what there is
+        return f"{major}.{minor}"
 
 
 def _header_digest() -> str:
@@ -133,6 +145,26 @@ def read_cache_entry(key: str) -> dict[str, bytes] | None:
         return None
 
 
+def _write_entry(entry_dir: Path, files: Mapping[str, bytes]) -> bool:
+    """The entry's files, each through a temporary file of its own (mkstemp: unique across threads
+    as well as processes, so no writer truncates another's) moved into place, meta.json last: it
+    marks the entry complete. False where the cache cannot be written (that only costs speed)."""
+    try:
+        entry_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("kernel.cubin", "meta.json"):
+            fd, tmp = tempfile.mkstemp(dir=entry_dir, prefix=f"{name}.")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(files[name])
+                os.replace(tmp, entry_dir / name)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+    except OSError:
+        return False
+    return True
+
+
 def install_cache_entry(key: str, files: Mapping[str, bytes]) -> bool:
     """Put an entry compiled elsewhere into this machine's cache. The key is a content address,
     so an entry present under it is the same one; True if this call wrote it."""
@@ -141,22 +173,21 @@ def install_cache_entry(key: str, files: Mapping[str, bytes]) -> bool:
     entry_dir = cache_dir() / key[:2] / key
     if (entry_dir / "meta.json").exists():
         return False
-    try:
-        entry_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("kernel.cubin", "meta.json"):  # meta last: it marks the entry complete
-            tmp = entry_dir / f"{name}.{os.getpid()}"
-            tmp.write_bytes(files[name])
-            tmp.replace(entry_dir / name)
-    except OSError:
-        return False  # a read-only cache only costs speed
-    return True
+    return _write_entry(entry_dir, files)
+
+
+def _toolkit_digest(source: str) -> str:
+    """The toolkit's <mma.h> where the source includes it (the wmma rung): another toolkit's headers
+    build another binary, so they are part of the key; "" for every other source."""
+    folder = cuda_include_dir() if "<mma.h>" in source else None
+    return hashlib.sha256((Path(folder) / "mma.h").read_bytes()).hexdigest() if folder else ""
 
 
 def cache_key(source: str, name_expression: str, arch: str, options: Mapping) -> str:
     h = hashlib.sha256()
     for part in (str(CACHE_VERSION), nvrtc_version(), arch, name_expression,
                  json.dumps({k: v for k, v in options.items() if k != "include_path"}, sort_keys=True),
-                 _header_digest(), source):
+                 _header_digest(), _toolkit_digest(source), source):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -210,6 +241,9 @@ def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, ar
     values = spec.resolve(params)
     name_expr = spec.name_expression(values)
     source = spec.source_path.read_text()
+    if "<mma.h>" in source and cuda_include_dir() is None:
+        raise CompileError(f"{spec.name} includes <mma.h>, which NVRTC does not ship: install the CUDA toolkit "
+                           "(or set CUDA_HOME), or pip install nvidia-cuda-runtime")
     options = base_options(arch, spec.source_path.parent)
     key = cache_key(source, name_expr, arch, options)
     entry_dir = cache_dir() / key[:2] / key
@@ -247,17 +281,8 @@ def compile_kernel(spec: KernelSpec, params: Mapping[str, int] | None = None, ar
     cubin = obj.code if isinstance(obj.code, bytes) else Path(obj.code).read_bytes()
 
     if use_cache:
-        try:
-            entry_dir.mkdir(parents=True, exist_ok=True)
-            tmp = entry_dir / f"kernel.cubin.{os.getpid()}"
-            tmp.write_bytes(cubin)
-            tmp.replace(entry_dir / "kernel.cubin")
-            tmp = entry_dir / f"meta.json.{os.getpid()}"
-            tmp.write_text(json.dumps({"mangled": mangled, "resources": asdict(resources),
-                                       "compile_seconds": seconds, "name_expression": name_expr,
-                                       "arch": arch, "nvrtc": nvrtc_version()}))
-            tmp.replace(meta_path)
-        except OSError:
-            pass  # a read-only cache only costs speed
+        meta = json.dumps({"mangled": mangled, "resources": asdict(resources), "compile_seconds": seconds,
+                           "name_expression": name_expr, "arch": arch, "nvrtc": nvrtc_version()})
+        _write_entry(entry_dir, {"kernel.cubin": cubin, "meta.json": meta.encode()})
     return CompiledKernel(spec, values, arch, name_expr, mangled, cubin, resources, seconds, cached=False,
                           cache_key=key)

@@ -2,6 +2,7 @@
 `gemmlab analyze` (analyze_command.py): the command line as typed, the --impl selection, the problem."""
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -205,8 +206,8 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     csv, json_out = output_file(csv, "--csv", target), output_file(json_out, "--json", target)  # before ncu runs
     if reports is not None:
         reports = output_folder(reports, "--reports")
-    if timeout <= 0:
-        raise BadArgumentError(f"--timeout {timeout:g}: seconds one ncu run may take, more than 0")
+    if not math.isfinite(timeout) or timeout <= 0:  # nan passed `<= 0` and then broke subprocess.run
+        raise BadArgumentError(f"--timeout {timeout:g}: seconds one ncu run may take, a number more than 0")
     given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
     problem = _problem(op, given, M, N, K, n, alpha, beta)
     from ..cuda.device import device, info

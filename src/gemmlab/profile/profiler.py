@@ -200,6 +200,16 @@ def source_summaries(ncu: str, report: Path, impl: Any, plan: Plan, arch: str, k
     return out
 
 
+def report_path(workdir: Path, name: str, problem) -> Path:
+    """`name`'s .ncu-rep at this problem in `workdir`, a new file each time: an earlier run's in the
+    same --reports folder (which its stored ncu command names) is never written over."""
+    label = getattr(problem, "shape", None) or f"n{problem.n}"
+    path, k = workdir / f"{name}-{label}.ncu-rep", 2
+    while path.exists():
+        path, k = workdir / f"{name}-{label}-{k}.ncu-rep", k + 1
+    return path
+
+
 def profile_one(ncu: str, impl: Any, problem, params: dict, warmup: int, arch: str, workdir: Path,
                 timeout: float = 600, check: bool = True, source: bool = False) -> tuple[Plan, list[ProfiledKernel]]:
     """Run ncu over the target for one implementation; NcuError(fatal) when ncu cannot work here.
@@ -207,7 +217,7 @@ def profile_one(ncu: str, impl: Any, problem, params: dict, warmup: int, arch: s
     from ..harness.dispatched import DISPATCH
 
     plan = plan_for(impl, problem, params, warmup, arch)
-    report = workdir / f"{impl.name}.ncu-rep"
+    report = report_path(workdir, impl.name, problem)
     # `dispatch` (the API's choice) is a stand-in: the target runs the implementation it stands for,
     # with the chosen parameters (plan.params), which builds the same kernel
     runs_as = impl.same_as if impl.name == DISPATCH and getattr(impl, "same_as", None) else impl.name

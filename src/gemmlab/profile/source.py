@@ -57,7 +57,8 @@ def _reason_columns(header: list[str]) -> dict[int, str]:
     out = {}
     for i, h in enumerate(header):
         m = _REASON.match(h.strip())
-        if m and not m.group("name").endswith("_not_issued"):
+        # "selected": the warp was issuing - not a stall reason, however often it is sampled
+        if m and not m.group("name").endswith("_not_issued") and m.group("name") != "selected":
             out[i] = m.group("name")
     return out
 

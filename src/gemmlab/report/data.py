@@ -79,7 +79,8 @@ class ReportData:
         return [run for run in self.runs_of("bench") if any(r.get("op") == op for r in self.results_of(run.id, None))]
 
     def tune_runs(self) -> list[Run]:
-        return [run for run in self.runs_of("tune") if self.results_of(run.id)]
+        """Tune runs of every op (hgemm's too: its rows are op 'hgemm')."""
+        return [run for run in self.runs_of("tune") if self.results_of(run.id, None)]
 
     def profile_runs(self) -> list[Run]:
         ids = sorted({p["run_id"] for p in self.profiles})
@@ -108,11 +109,13 @@ class ReportData:
         peak = sms * lanes * 2 * mhz / 1e3
         return peak, f"{sms} SMs x {lanes} lanes x 2 x {mhz / 1e3:.2f} GHz = {peak / 1e3:.1f} TFLOP/s"
 
-    def dram_gbps(self) -> tuple[float | None, str]:
-        if self.bandwidth:
-            b = self.bandwidth[-1]
+    def dram_gbps(self, gpu: str | None = None) -> tuple[float | None, str]:
+        """The newest bandwidth measured (on `gpu` when named: a roofline's ceilings are one GPU's)."""
+        rows = [b for b in self.bandwidth if gpu is None or getattr(self.runs.get(b["run_id"]), "gpu", None) == gpu]
+        if rows:
+            b = rows[-1]
             return b["gbps"], f"{b['method']}, {b['gbps']:,.0f} GB/s (run {b['run_id']})"
-        return None, "no bandwidth measurement in the database (gemmlab profile records one)"
+        return None, "no bandwidth measurement in the database for this GPU (gemmlab profile records one)"
 
 
 def load(path: str | Path) -> ReportData:

@@ -21,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ..outputs import output_file  # noqa: E402
 from .data import ReportData, Run  # noqa: E402
 from .tables import bench_grid, family_of, is_main, rung_of, shape_of  # noqa: E402
 
@@ -37,8 +38,7 @@ class Plot:
 
 
 def _save(fig, out: Path, name: str, title: str, caption: str) -> Plot:
-    out.mkdir(parents=True, exist_ok=True)
-    png, svg = out / f"{name}.png", out / f"{name}.svg"
+    png, svg = (output_file(out / f"{name}.{ext}", "--out") for ext in ("png", "svg"))  # never over an SQLite file
     fig.savefig(png, dpi=110, bbox_inches="tight")
     fig.savefig(svg, bbox_inches="tight")
     plt.close(fig)
@@ -188,14 +188,19 @@ def roofline_plot(data: ReportData, out: Path, bench: Run | None = None) -> list
 
 
 def _roofline(data: ReportData, out: Path, bench: Run | None, shape: str) -> list[Plot]:
-    profiled = [p for p in data.profiles if p.get("status") in ("OK", "FAIL") and is_main(p)
+    # verified kernels only (a FAIL has no time that counts), all measured on one GPU: the bench's,
+    # else the newest profile's - ceilings and points of two GPUs would not read as one roofline
+    profiled = [p for p in data.profiles if p.get("status") == "OK" and is_main(p)
                 and p.get("op", "sgemm") == "sgemm" and p.get("dram_bytes") and p.get("duration_us") and p.get("M") is not None and shape_of(p) == shape]
+    gpu_of = {i: run.gpu for i, run in data.runs.items()}
+    gpu = bench.gpu if bench else (gpu_of.get(profiled[-1]["run_id"]) if profiled else None)
     latest: dict[str, dict] = {}  # the newest profile of each implementation at this shape
     for p in profiled:
-        latest[p["impl"]] = p
+        if gpu_of.get(p["run_id"]) == gpu:
+            latest[p["impl"]] = p
     run_id = max((p["run_id"] for p in latest.values()), default=bench.id if bench else None)
     peak, peak_why = data.fp32_peak_gflops(run_id)
-    bw, bw_why = data.dram_gbps()
+    bw, bw_why = data.dram_gbps(gpu)
     points = []  # (label, intensity, gflops, measured by ncu?)
     for p in latest.values():
         work = 2 * p["M"] * p["N"] * p["K"]
@@ -241,7 +246,7 @@ def _roofline(data: ReportData, out: Path, bench: Run | None, shape: str) -> lis
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
     ax.set_ylabel("GFLOP/s")
-    title = f"Roofline at {_shape_label(shape)}"
+    title = f"Roofline at {_shape_label(shape)}" + (f" on {gpu}" if gpu else "")
     ax.set_title(f"{title}: FP32 FMA peak and DRAM bandwidth")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -261,7 +266,7 @@ def _roofline(data: ReportData, out: Path, bench: Run | None, shape: str) -> lis
 def tune_plots(data: ReportData, out: Path) -> list[Plot]:
     plots = []
     for run in data.tune_runs():
-        rows = [r for r in data.results_of(run.id) if r.get("params")]
+        rows = [r for r in data.results_of(run.id, None) if r.get("params")]
         groups: dict = {}
         for r in rows:
             groups.setdefault((r["impl"], shape_of(r)), []).append(r)

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import BadArgumentError
-from ..outputs import output_folder
+from ..outputs import output_file, output_folder
 from .data import ReportData, Run, load
 from .plots import Plot, gflops_plot, ladder_plot, ladder_shape, roofline_plot, tune_plots
 from .op_tables import OTHER_OPS, op_bench_tables, op_headline
@@ -165,11 +165,13 @@ window.addEventListener("load", function () {{
 
 
 def _latest_per_arch(data: ReportData) -> list[Run]:
-    latest: dict[str, Run] = {}
+    """The runs holding the newest analysis of each (arch, op, kernel, parameters): a newer run on
+    the same arch of another kernel or op leaves the earlier one in the report."""
+    latest: dict[tuple, Run] = {}
     for run in data.analysis_runs():
         for a in data.analyses:
             if a["run_id"] == run.id:
-                latest[a["arch"]] = run
+                latest[(a["arch"], a.get("op"), a.get("impl"), str(a.get("params")))] = run
     ids = sorted({run.id for run in latest.values()})
     return [data.runs[i] for i in ids]
 
@@ -182,7 +184,7 @@ def headlines(data: ReportData) -> list[str]:
         rows = [r for r in data.results_of(run.id) if r.get("gflops")]
         shape = ladder_shape(data, run)
         at = {r["impl"]: r for r in rows if f"{r['M']}x{r['N']}x{r['K']}" == shape}
-        kernels = [r for i, r in at.items() if r.get("impl_kind") == "kernel"]
+        kernels = [r for i, r in at.items() if r.get("impl_kind") == "kernel" and i != "dispatch"]
         if kernels and shape:
             best = max(kernels, key=lambda r: r["gflops"])
             base = at.get("cublas")
@@ -195,12 +197,14 @@ def headlines(data: ReportData) -> list[str]:
                 out.append(f"From rung {rung_of(ladder[0])} ({ladder[0]}) to rung {rung_of(ladder[-1])} "
                            f"({ladder[-1]}): {last['gflops'] / first['gflops']:.0f}x at {shape}.")
     out += [line for line in (op_headline(data, op) for op in OTHER_OPS) if line]
-    peak, why = data.fp32_peak_gflops()
+    newest = max(data.runs.values(), key=lambda r: r.id, default=None)  # peak and bandwidth of one GPU
+    gpu = benches[-1].gpu if benches else (newest.gpu if newest else None)
+    peak, why = data.fp32_peak_gflops(benches[-1].id if benches else None)
     if peak:
-        out.append(f"FP32 FMA peak of the GPU: {why}.")
-    bw, why = data.dram_gbps()
+        out.append(f"FP32 FMA peak of the GPU{f' ({gpu})' if gpu else ''}: {why}.")
+    bw, why = data.dram_gbps(gpu)
     if bw:
-        out.append(f"Measured DRAM bandwidth: {why}.")
+        out.append(f"Measured DRAM bandwidth{f' ({gpu})' if gpu else ''}: {why}.")
     return out
 
 
@@ -301,10 +305,10 @@ def write_report(db: Path, out: Path, size: str | None = None, title: str = "gem
                  command: str = "gemmlab report") -> list[Path]:
     data = load(db)  # a database that is not ours refused before the folder is made
     out = output_folder(out, "--out")
+    # neither page may be the database read, or any other SQLite file, before anything is written
+    md, page = (output_file(out / name, "--out", database=db) for name in ("report.md", "report.html"))
     doc, plots = build(data, out, size, title, command)
-    md = out / "report.md"
     md.write_text(doc.markdown(out))
-    page = out / "report.html"
     page.write_text(doc.html(out))
     return [md, page] + [p.png for p in plots] + [p.svg for p in plots]
 

@@ -263,10 +263,10 @@ def params_text(impl: str, params: dict) -> str:
 
 
 def tune_table(data: ReportData, run: Run, top: int = 10) -> SimpleTable:
-    rows = [r for r in data.results_of(run.id) if r.get("gflops")]
+    rows = [r for r in data.results_of(run.id, None) if r.get("gflops")]
     rows.sort(key=lambda r: -r["gflops"])
-    impl = rows[0]["impl"] if rows else "-"
-    total = len(data.results_of(run.id))
+    impl = f"{rows[0]['impl']} ({rows[0].get('op') or 'sgemm'} {rows[0].get('dtype') or 'fp32'})" if rows else "-"
+    total = len(data.results_of(run.id, None))
     t = SimpleTable(f"Tuning {impl} at {shape_of(rows[0]) if rows else '-'}: best {min(top, len(rows))} "
                     f"of {total} points", ["rank", "GFLOP/s", "median ms", "regs", "parameters"],
                     right={0, 1, 2, 3}, note=run_note(run))
