@@ -97,12 +97,15 @@ def test_sections_csv_skips_the_log_lines_and_agrees_with_the_metrics_run():
         assert s.value(name) == r.value(name)
 
 
-@pytest.mark.parametrize("name", ["naive", "vectorize", "hopper_simt", "cublas"])
+@pytest.mark.parametrize("name", ["naive", "vectorize", "hopper_simt", "cublas", "hgemm-persistent"])
 def test_calculator_agrees_with_ncu(name):
     for r in raw(name):
         m = r.metrics
         o = occupancy("sm_90", int(m["launch__block_size"]), int(m["launch__registers_per_thread"]),
-                      int(m["launch__shared_mem_per_block_static"]), int(m["launch__shared_mem_per_block_dynamic"]))
+                      int(m["launch__shared_mem_per_block_static"]), int(m["launch__shared_mem_per_block_dynamic"]),
+                      int(m["launch__barrier_count"]))
+        # ncu caps the barrier limit at the block cap; 16 barriers (rung 5) allow 4 blocks
+        assert min(o.blocks_by.get("barriers", 32), 32) == m["launch__occupancy_limit_barriers"], r.kernel
         assert 100 * o.occupancy == pytest.approx(m["sm__maximum_warps_per_active_cycle_pct"]), r.kernel
         assert o.blocks_by["registers"] == m["launch__occupancy_limit_registers"]
         assert o.blocks_by["threads"] == m["launch__occupancy_limit_warps"]

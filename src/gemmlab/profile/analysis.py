@@ -49,7 +49,8 @@ def analyze(spec: Any, params: dict | None, arch: str, problem, with_sass: bool 
 
     ck = compile_kernel(spec, params, arch=arch)
     geometry = spec.geometry(problem, ck.params)  # its block and shared memory: a grid past the GPU's limits still has them
-    occ = occupancy(arch, geometry.threads, ck.resources.registers, ck.resources.smem_static, geometry.shmem)
+    occ = occupancy(arch, geometry.threads, ck.resources.registers, ck.resources.smem_static, geometry.shmem,
+                    ck.resources.barriers)
     mix, reason, text = None, "", ""
     if with_sass:
         tool = tool or S.find_tool()

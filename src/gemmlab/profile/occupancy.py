@@ -10,6 +10,9 @@ limiter. The rules follow CUDA's occupancy calculator (cuda_occupancy.h):
   the SM's 4 sub-partitions: warps = 4 * ((regs per SM / 4) // regs per warp), then
   // warps per block (and a block whose warps, rounded up to 4, need more than the 64K
   registers a block may hold cannot launch at all);
+- barriers (Hopper on, a kernel that uses named barriers): 2 x the block cap per SM shared out
+  among the barriers a block uses (cuda_occupancy.h, cudaOccMaxBlocksPerSMBlockBarrierLimit):
+  rung 5's 16 barriers allow 4 blocks, as ncu's launch__occupancy_limit_barriers says;
 - shared memory: (static + dynamic + 1 KiB the runtime reserves per block), rounded up to
   128 bytes, against the SM's shared memory (the largest carve-out). The driver may give a
   kernel a smaller carve-out when that costs no occupancy, so Nsight Compute's per-resource
@@ -67,7 +70,7 @@ ARCHS: dict[str, ArchLimits] = {
 }
 ARCHS["sm_90a"] = ArchLimits(**{**asdict(ARCHS["sm_90"]), "arch": "sm_90a"})
 
-LIMITERS = ("registers", "shared memory", "threads", "blocks per SM")
+LIMITERS = ("registers", "shared memory", "threads", "blocks per SM", "barriers")
 
 
 def limits_for(arch: str) -> ArchLimits:
@@ -95,6 +98,7 @@ class Occupancy:
     max_warps: int
     regs_per_warp: int  # allocated, after rounding
     smem_allocated_per_block: int  # after the reserve and rounding
+    barriers: int = 0  # named barriers a block uses (ptxas), which bound blocks per SM from Hopper on
 
     @property
     def occupancy(self) -> float:
@@ -121,6 +125,8 @@ class Occupancy:
             f"{lim.regs_per_sm} regs in {lim.sub_partitions} sub-partitions of {lim.regs_per_sm // lim.sub_partitions} "
             f"-> {b['registers']} blocks",
             f"blocks per SM: at most {lim.max_blocks_per_sm}",
+            *([f"barriers: 2 x {lim.max_blocks_per_sm} per SM / {self.barriers} per block -> {b['barriers']} blocks"]
+              if "barriers" in b else []),
             f"=> {self.blocks_per_sm} blocks x {self.warps_per_block} warps = {self.active_warps} of "
             f"{self.max_warps} warps: {100 * self.occupancy:.1f}% (limited by {self.limiter})",
         ]
@@ -134,7 +140,7 @@ class Occupancy:
 
 
 def occupancy(arch: str, threads_per_block: int, registers_per_thread: int, smem_static: int = 0,
-              smem_dynamic: int = 0) -> Occupancy:
+              smem_dynamic: int = 0, barriers: int = 0) -> Occupancy:
     """Theoretical occupancy of one kernel launch configuration on `arch`."""
     lim = limits_for(arch)
     if not 1 <= threads_per_block <= lim.max_threads_per_block:
@@ -160,9 +166,12 @@ def occupancy(arch: str, threads_per_block: int, registers_per_thread: int, smem
     smem_alloc = _round_up(smem + lim.smem_reserved_per_block, lim.smem_alloc_unit)
     by["shared memory"] = 0 if smem > lim.max_smem_per_block else lim.smem_per_sm // smem_alloc
 
+    if barriers > 0 and arch.startswith("sm_90"):  # the rule starts with Hopper (factor 2 on sm_90)
+        by["barriers"] = 2 * lim.max_blocks_per_sm // barriers
+
     blocks = min(by.values())
-    limiters = tuple(name for name in LIMITERS if by[name] == blocks)
+    limiters = tuple(name for name in LIMITERS if by.get(name) == blocks)
     return Occupancy(arch=arch, threads_per_block=threads_per_block, registers_per_thread=registers_per_thread,
-                     smem_per_block=smem, warps_per_block=warps, blocks_by={k: by[k] for k in LIMITERS},
+                     smem_per_block=smem, warps_per_block=warps, blocks_by={k: by[k] for k in LIMITERS if k in by}, barriers=barriers,
                      blocks_per_sm=blocks, limiters=limiters, active_warps=blocks * warps,
                      max_warps=lim.max_warps_per_sm, regs_per_warp=regs_per_warp, smem_allocated_per_block=smem_alloc)
