@@ -277,3 +277,19 @@ def test_each_tensor_rung_s_main_loop_is_its_k_loop(name, dtype, tmp_path, monke
     mma = loop["HGMMA"] if spec.arch == "sm_90a" else loop["HMMA"]
     assert mma >= 4 and loop["FFMA"] == 0 and loop["STG"] == 0, loop
     assert loop["total"] < mix.whole["total"] // 2, (mix.loop_range, loop["total"], mix.whole["total"])
+
+
+def test_analyze_shows_the_barrier_limit_and_the_cluster(capsys, tmp_path, monkeypatch):
+    """Rung 5: 16 named barriers allow 4 blocks per SM (Hopper's barrier rule, as ncu reports it),
+    and it runs in 2x1 clusters; rung 2 has neither."""
+    from gemmlab.profile.analysis import analyze
+    from gemmlab.problem import GemmProblem
+    from gemmlab import registry
+
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    p = GemmProblem(4096, 4096, 4096, dtype="bf16")
+    a = analyze(registry.get("persistent", "hgemm"), {}, "sm_90", p, with_sass=False)
+    assert a.resources.barriers == 16 and a.occupancy.blocks_by["barriers"] == 4 and a.cluster == (2, 1, 1)
+    assert any(line.startswith("barriers: 2 x 32 per SM / 16 per block -> 4 blocks") for line in a.occupancy.explain())
+    b = analyze(registry.get("mma_sync", "hgemm"), {}, "sm_80", p, with_sass=False)
+    assert "barriers" not in b.occupancy.blocks_by and b.cluster == (1, 1, 1), "no barrier rule before Hopper"

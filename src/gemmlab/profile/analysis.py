@@ -30,6 +30,7 @@ class Analysis:
     sass_reason: str = ""
     sass_text: str = ""
     op: str = "sgemm"
+    cluster: tuple = (1, 1, 1)  # CTAs per thread-block cluster (rung 5's CM x CN), shown beside the occupancy
 
     def row(self) -> dict:
         r = self.resources
@@ -63,4 +64,4 @@ def analyze(spec: Any, params: dict | None, arch: str, problem, with_sass: bool 
             except GemmlabError as exc:
                 reason = str(exc)
     return Analysis(spec.name, arch, dict(ck.params), ck.mangled, ck.resources, geometry.shmem, geometry.threads,
-                    occ, mix, reason, text, op=spec.op)
+                    occ, mix, reason, text, op=spec.op, cluster=tuple(geometry.cluster))

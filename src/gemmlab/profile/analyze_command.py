@@ -94,14 +94,16 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
                       f"{limits.regs_per_sm} regs, {limits.smem_per_sm // 1024} KiB smem, "
                       f"{limits.max_blocks_per_sm} blocks per SM)")
     for col in ("kernel", "threads", "regs", "smem B", "blocks by regs", "by smem", "by threads", "by block cap",
-                "blocks/SM", "warps/SM", "occupancy", "limited by"):
+                "by barriers", "blocks/SM", "warps/SM", "occupancy", "limited by", "cluster"):
         occ.add_column(col, justify="left" if col in ("kernel", "limited by") else "right")
     for a in results:
         o = a.occupancy
         b = o.blocks_by
+        cluster = "x".join(map(str, a.cluster)) if a.cluster != (1, 1, 1) else "-"  # CTAs co-scheduled per cluster
         occ.add_row(a.impl, str(a.threads), str(o.registers_per_thread), str(o.smem_per_block), str(b["registers"]),
-                    str(b["shared memory"]), str(b["threads"]), str(b["blocks per SM"]), str(o.blocks_per_sm),
-                    f"{o.active_warps}/{o.max_warps}", f"{100 * o.occupancy:.1f}%", o.limiter)
+                    str(b["shared memory"]), str(b["threads"]), str(b["blocks per SM"]), str(b.get("barriers", "-")),
+                    str(o.blocks_per_sm), f"{o.active_warps}/{o.max_warps}", f"{100 * o.occupancy:.1f}%", o.limiter,
+                    cluster)
     console.print(occ)
     if explain or (explain is None and len(results) == 1):
         for a in results:
