@@ -123,22 +123,25 @@ def _xp_of(x):
     return cp
 
 
-def reference(x) -> tuple[float, float]:
-    """(fp64 sum, fp64 sum of |x|) of a 1-D fp32 array (host or device)."""
+def _f64(x):
+    """(x in fp64, its array module): a device array of up to HOST_REFERENCE_LIMIT elements is
+    brought to the host first (NumPy), a larger one stays on the GPU."""
     xp = _xp_of(x)
     if xp is not np and x.size <= HOST_REFERENCE_LIMIT:
         x, xp = xp.asnumpy(x), np
-    d = x.astype(xp.float64)
+    return x.astype(xp.float64), xp
+
+
+def reference(x) -> tuple[float, float]:
+    """(fp64 sum, fp64 sum of |x|) of a 1-D fp32 array (host or device)."""
+    d, xp = _f64(x)
     with np.errstate(invalid="ignore", over="ignore"):
         return float(d.sum()), float(xp.abs(d).sum())
 
 
 def norm2(x) -> float:
     """||x||_2 in fp64 of a 1-D fp32 array (host or device)."""
-    xp = _xp_of(x)
-    if xp is not np and x.size <= HOST_REFERENCE_LIMIT:
-        x, xp = xp.asnumpy(x), np
-    d = x.astype(xp.float64)
+    d, _ = _f64(x)
     return math.sqrt(float((d * d).sum()))
 
 
