@@ -15,6 +15,15 @@ the timed ones, make no copy). `reset_to_zero` would be wrong here: it zeroes C,
 beta*C. beta == 0 (BETA_ZERO, a constexpr) compiles a kernel that never reads C, so it is part
 of the key: each of the two kernels is tuned on itself, and a beta != 0 call at a shape tuned
 with beta == 0 autotunes (and restores C) again.
+
+Offsets are 64-bit where they must be. The indices (row, column, k) stay below 2^31: the
+problems' bound (MAX_DIM, 2^31 - 65536) leaves room for a whole tile past M, N or K. But an
+operand may hold more than 2^31 elements (M*K, K*N or M*N), and there an int32 product
+index * stride wraps: the kernel read and wrote the wrong addresses. So every product with a
+stride (A's and C's rows times K or N, B's rows k0 + rk times N in each K step) is taken in
+int64, as Triton's tutorials do for large tensors (`.to(tl.int64)` before the multiply). What
+stays int32 cannot wrap: the indices, k0 + rk, the masks (indices against M, N, K) and the grid
+(at most cdiv(M, 64) * cdiv(N, 64) tiles, past 2^31 only for a C of 8 TiB or more).
 Registered only when Triton and PyTorch import.
 """
 from __future__ import annotations
@@ -58,15 +67,18 @@ def _build():
         rm = pid_m * BM + tl.arange(0, BM)
         rn = pid_n * BN + tl.arange(0, BN)
         rk = tl.arange(0, BK)
+        # int64 before each multiply by a stride (K for A's rows, N for B's and C's): A, B or C
+        # may hold more than 2^31 elements, where an int32 row * stride wraps (module docstring).
+        rm64 = rm.to(tl.int64)
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for k0 in range(0, K, BK):
-            a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :],
+            a = tl.load(a_ptr + rm64[:, None] * K + (k0 + rk)[None, :],
                         mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0.0)
-            b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :],
+            b = tl.load(b_ptr + (k0 + rk).to(tl.int64)[:, None] * N + rn[None, :],
                         mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
             acc = tl.dot(a, b, acc, input_precision="ieee")
         mask = (rm[:, None] < M) & (rn[None, :] < N)
-        c_ptrs = c_ptr + rm[:, None] * N + rn[None, :]
+        c_ptrs = c_ptr + rm64[:, None] * N + rn[None, :]
         out = alpha * acc
         if not BETA_ZERO:  # C is not read when beta == 0
             out += beta * tl.load(c_ptrs, mask=mask, other=0.0)
