@@ -28,12 +28,10 @@ from dataclasses import replace
 from ..cuda.graph_replay import GraphReplay
 from ..cuda.launch_graph import LaunchGraph, gemm_key, pin_if_captured
 from ..errors import BadArgumentError, LaunchError, NoGPUError
-from .launches import FastGemm, prepared, zeroed_workspace
+from .launches import (REDUCE_SIGNATURES, SPLITK_REDUCE_SIGNATURE, FastGemm, gemm_signature, prepared,
+                       zeroed_workspace)
 from .operands import Operand, cupy_view
 from .tma_executors import TmaGemm, in_place_refusal, tma_fast
-
-GEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr")  # M N K alpha A B beta C
-BGEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "i64", "ptr", "i64", "f32", "ptr", "i64", "i32")
 
 
 class KernelGemm(FastGemm):
@@ -49,7 +47,7 @@ class KernelGemm(FastGemm):
         geometry = runner.impl.launch(problem, runner.params)
         self.reduce = None
         if batched:
-            self.main = prepared(runner.compiled, geometry, BGEMM_SIGNATURE)
+            self.main = prepared(runner.compiled, geometry, gemm_signature(runner.impl, batched))
             for i, v in enumerate((M, N, K)):
                 self.main.set(i, v)
             self.main.set(5, M * K)
@@ -63,8 +61,7 @@ class KernelGemm(FastGemm):
             # rung 15: two tensor maps lead, and a trailing flag says whether they describe A and B
             self.maps = "tma_maps" in impl.tags
             first = 2 if self.maps else 0
-            signature = GEMM_SIGNATURE + (("ptr",) if takes_w else ()) + (("i32",) if self.maps else ())
-            self.main = prepared(runner.compiled, geometry, (("tmap", "tmap") if self.maps else ()) + signature)
+            self.main = prepared(runner.compiled, geometry, gemm_signature(impl, batched))
             for i, v in enumerate((M, N, K)):
                 self.main.set(first + i, v)
             self._slots = [self.main.slots[first + i] for i in (3, 4, 5, 6, 7)]
@@ -88,8 +85,7 @@ class KernelGemm(FastGemm):
             if getattr(runner, "reduce", None) is not None and slices > 1:
                 from ..ops.sgemm import splitk_reduce_launch
 
-                self.reduce = prepared(runner.reduce, splitk_reduce_launch(M, N),
-                                       ("i32", "i32", "i32", "f32", "ptr", "f32", "ptr"))
+                self.reduce = prepared(runner.reduce, splitk_reduce_launch(M, N), SPLITK_REDUCE_SIGNATURE)
                 for i, v in enumerate((M, N, slices)):
                     self.reduce.set(i, v)
                 self.reduce.set(4, self.workspace.data.ptr)
@@ -229,7 +225,7 @@ class KernelReduce:
             (m, launch), = passes
             self.partials = cp.empty(launch.grid[0], dtype=cp.float32)
             self.counter = zeroed_workspace(2, "uint32")  # the kernel leaves both at 0
-            p = prepared(runner.compiled, launch, ("ptr", "i64", "ptr", "ptr", "ptr"))
+            p = prepared(runner.compiled, launch, REDUCE_SIGNATURES[True])
             p.set(1, m)
             p.set(3, self.partials.data.ptr)
             p.set(4, self.counter.data.ptr)
@@ -240,7 +236,7 @@ class KernelReduce:
             self.buffers = [cp.empty(max(inner[k::2], default=1), dtype=cp.float32) for k in (0, 1)]
             src = None
             for k, (m, launch) in enumerate(passes):
-                p = prepared(runner.compiled, launch, ("ptr", "i64", "ptr"))
+                p = prepared(runner.compiled, launch, REDUCE_SIGNATURES[False])
                 p.set(1, m)
                 if src is not None:
                     p.set(0, src)

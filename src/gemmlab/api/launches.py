@@ -1,10 +1,38 @@
 """What the pointer-level executors share (api/executors.py, api/tma_executors.py): the FastGemm
-interface and prepared(), a compiled kernel bound to one launch configuration."""
+interface, the argument kinds of their launches, and prepared(), a compiled kernel bound to one
+launch configuration."""
 from __future__ import annotations
 
 from ..cuda.launch import STATIC_SMEM_LIMIT, allow_dynamic_smem
 from ..cuda.launcher import PreparedLaunch
 from .operands import Operand
+
+# The argument kinds of the API's prepared launches, by executor (tests/cpu/test_prepared_signatures.py
+# compares each with the parameter list of the compiled kernels it is used with).
+GEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "ptr", "f32", "ptr")  # M N K alpha A B beta C
+BGEMM_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "i64", "ptr", "i64", "f32", "ptr", "i64", "i32")
+SPLITK_REDUCE_SIGNATURE = ("i32", "i32", "i32", "f32", "ptr", "f32", "ptr")  # M N slices alpha W beta C
+# x n out, then a single-pass rung's partials and counters; by whether the rung runs in one pass
+REDUCE_SIGNATURES = {False: ("ptr", "i64", "ptr"), True: ("ptr", "i64", "ptr", "ptr", "ptr")}
+
+
+def gemm_signature(impl, batched: bool) -> tuple[str, ...]:
+    """KernelGemm's main launch of kernel `impl`: BGEMM_SIGNATURE batched, else GEMM_SIGNATURE and
+    the workspace pointer where the kernel takes one; rung 15 (tag tma_maps): two tensor maps
+    lead, and a trailing flag says whether they describe A and B."""
+    if batched:
+        return BGEMM_SIGNATURE
+    maps = "tma_maps" in impl.tags
+    tail = (("ptr",) if impl.takes_workspace else ()) + (("i32",) if maps else ())
+    return (("tmap", "tmap") if maps else ()) + GEMM_SIGNATURE + tail
+
+
+def tma_signature(store_c: bool) -> tuple[str, ...]:
+    """TmaGemm's launch of a TMA hgemm rung: maps of A and B (and C where the rung stores C by TMA:
+    rungs 5-6), M N K alpha beta, then C; rungs 5-6: C, ldc, the split-K workspace, whole tiles, slices."""
+    maps = ("tmap", "tmap", "tmap") if store_c else ("tmap", "tmap")
+    tail = ("ptr", "i32", "ptr", "i32", "i32") if store_c else ("ptr",)
+    return maps + ("i32", "i32", "i32", "f32", "f32") + tail
 
 
 class FastGemm:

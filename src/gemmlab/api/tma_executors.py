@@ -15,7 +15,7 @@ says why).
 from __future__ import annotations
 
 from ..cuda.launch_graph import LaunchGraph, gemm_key
-from .launches import FastGemm, prepared, zeroed_workspace
+from .launches import FastGemm, prepared, tma_signature, zeroed_workspace
 from .operands import ITEMSIZE
 
 
@@ -96,11 +96,8 @@ class TmaGemm(FastGemm):
         self.boxes = tma_boxes(spec, params)
         geometry = tma_geometry(runner, problem)
         self.store_c = "C" in self.boxes
-        maps = ("tmap", "tmap", "tmap") if self.store_c else ("tmap", "tmap")
-        # rungs 5-6 (the persistent ones, C by TMA store): C, ldc, the split-K workspace, whole tiles, slices
-        tail = ("ptr", "i32", "ptr", "i32", "i32") if self.store_c else ("ptr",)
-        self.launch = prepared(runner.compiled, geometry, maps + ("i32", "i32", "i32", "f32", "f32") + tail)
-        first = len(maps)
+        self.launch = prepared(runner.compiled, geometry, tma_signature(self.store_c))
+        first = self.launch.signature.count("tmap")  # the tensor maps lead
         for i, v in enumerate((self.M, self.N, self.K)):
             self.launch.set(first + i, v)
         if self.store_c:
