@@ -18,9 +18,12 @@ sharing B unevenly (2x1 clusters of 128x192 and of 128x64 tiles); rung 5 a sixth
 warpgroup (128x64 tiles in 2x2 clusters with split-K, 64x128 tiles with split-K, 64x64 tiles in
 1x2 clusters with the tail split) and a seventh in ping-pong (two consumer warpgroups on alternate
 tiles: 128x128 in 2x1 clusters, with split-K, and 64x256 with the tail split, at shapes that give
-a CTA several tiles); rung 6 in layout tn (B transposed inside the CTA) a sixth and a seventh, with
+a CTA several tiles), and an eighth with 256-row tiles (two consumer warpgroups of two 64-row
+blocks each: 256x128 in cuBLAS's 1x2 clusters with the tail split, layouts nn and tt, and in 2x1
+clusters with split-K); rung 6 in layout tn (B transposed inside the CTA) a sixth and a seventh, with
 split-K and in 2x2 clusters.
-Exits 1 if any result is wrong.
+--part rows256 runs the eighth alone and --part main the rest (tests/gpu/test_sanitizer.py runs
+them as separate parts). Exits 1 if any result is wrong.
 """
 from __future__ import annotations
 
@@ -49,13 +52,26 @@ PINGPONG_PARAMS = (({"PINGPONG": 1, "BN": 128, "CM": 2, "STAGES": 6}, ("nn", "tt
                    ({"PINGPONG": 1, "BN": 128, "CM": 1, "STAGES": 6, "SPLITK": 3}, ("nn",)),
                    ({"PINGPONG": 1, "BM": 64, "BN": 256, "CM": 2, "TAILK": 2}, ("nn", "nt")))
 
+# rung 5 with 256-row tiles; 1000x3000x200 leaves the last tile row 232 rows of 256, 1409x1665x203
+# a tail to slice. Layouts nn and tt (tt: an M-major A multicast along N): under racecheck the
+# four layouts took 234 s per input type on an H100 (session 27; memcheck passed all four), which
+# would carry a type's part of the sweep past a 10-minute device call.
+BM256_SHAPES = ((264, 200, 264), (300, 520, 130), (1000, 3000, 200), (1409, 1665, 203))
+BM256_PARAMS = (({"BM": 256, "CONSUMERS": 2, "BN": 128, "CM": 1, "CN": 2, "TAILK": 2}, ("nn", "tt")),
+                ({"BM": 256, "CONSUMERS": 2, "BN": 128, "CM": 2, "SPLITK": 2}, ("nn",)))
+
 
 DTYPES = ("fp16", "bf16", "tf32")
 
 
-def plan(names: str = "all", dtypes=DTYPES) -> list[tuple]:
+PARTS = ("all", "main", "rows256")
+
+
+def plan(names: str = "all", dtypes=DTYPES, part: str = "all") -> list[tuple]:
     """The sweep as data, no GPU needed: (kernel, dtype, problems, params or None) per run, in the
-    order they run."""
+    order they run. `part`: "rows256" the 256-row runs alone, "main" the rest, "all" both (under
+    racecheck the 256-row runs of one type add about 176 s on an H100, session 27, and a type's
+    part of the sweep with them no longer fits a 10-minute device call)."""
     from gemmlab import registry
     from gemmlab.ops.hgemm import refusal
     from gemmlab.ops.hgemm_check import sweep_problems
@@ -85,8 +101,15 @@ def plan(names: str = "all", dtypes=DTYPES) -> list[tuple]:
                 runs += [(sweep(SPLITK_SHAPES, layouts), {impl.name: params}) for params, layouts in ONE_CONSUMER_PARAMS]
                 runs += [(sweep(ANY_SHAPES + PINGPONG_SHAPES, layouts), {impl.name: params})
                          for params, layouts in PINGPONG_PARAMS]
-            out += [(impl, dtype, problems, params) for problems, params in runs]
+                runs += [(sweep(ANY_SHAPES + BM256_SHAPES, layouts), {impl.name: params})
+                         for params, layouts in BM256_PARAMS]
+            out += [(impl, dtype, problems, params) for problems, params in runs
+                    if part == "all" or (part == "rows256") == _rows256(impl, params)]
     return out
+
+
+def _rows256(impl, params) -> bool:
+    return bool(params) and params[impl.name].get("BM") == 256
 
 
 def main(argv: list[str]) -> int:
@@ -94,15 +117,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("names", nargs="?", default="all", help="kernels, comma-separated (default all)")
     ap.add_argument("--dtypes", default=",".join(DTYPES),
                     help="input types, comma-separated (default all; one sanitizer run per type fits a device call)")
+    ap.add_argument("--part", default="all", choices=PARTS,
+                    help="rows256: rung 5's 256-row runs alone; main: the rest (default all)")
     ap.add_argument("--count", action="store_true", help="print how many runs each kernel and type makes (no GPU)")
     args = ap.parse_args(argv)
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
     bad = [d for d in dtypes if d not in DTYPES]
     if bad or not dtypes:
         ap.error(f"--dtypes takes {', '.join(DTYPES)}")
-    runs = plan(args.names, dtypes)
+    runs = plan(args.names, dtypes, args.part)
     if not any(problems for _, _, problems, _ in runs):  # a clean sanitizer run of nothing proves nothing
-        ap.error(f"{args.names} takes none of {', '.join(dtypes)}: nothing to run")
+        ap.error(f"{args.names} takes none of {', '.join(dtypes)}"
+                 f"{'' if args.part == 'all' else ' in part ' + args.part}: nothing to run")
     if args.count:
         counts: dict = {}
         for impl, dtype, problems, _ in runs:

@@ -25,6 +25,8 @@ def _run(*args):
     (("scripts/sanitize_hgemm.py", "no_such_kernel"), "unknown kernel 'no_such_kernel'"),
     (("scripts/sanitize_hgemm.py", "--dtypes", "fp8"), "--dtypes takes fp16, bf16, tf32"),
     (("scripts/sanitize_hgemm.py", "wmma", "--dtypes", "tf32"), "wmma takes none of tf32: nothing to run"),
+    (("scripts/sanitize_hgemm.py", "wmma", "--part", "rows256"),
+     "wmma takes none of fp16, bf16, tf32 in part rows256: nothing to run"),
     (("scripts/sanitize_kernels.py", "--op", "bgemm", "no_such_kernel"), "unknown kernel 'no_such_kernel'"),
     (("scripts/sanitize_reduce.py", "a", "b"), "unrecognized arguments: b"),
     (("scripts/hgemm_variants.py", "--sizes", "4096x"), "size '4096x' is not an integer or MxNxK"),
@@ -80,8 +82,8 @@ def test_a_missing_gemmlab_module_is_a_bug_not_a_missing_package():
 
 
 def test_the_hgemm_sanitizer_sweep_splits_by_type_into_parts_that_cover_it():
-    """sanitize_hgemm --count (no GPU): the per-type parts that test_sanitizer runs one at a time
-    add up to the whole sweep, and rung 5's ping-pong and one-consumer runs are in it."""
+    """sanitize_hgemm --count (no GPU): the parts that test_sanitizer runs one at a time (the
+    per-type main parts and the 256-row part) add up to the whole sweep, and rung 5's ping-pong and one-consumer runs are in it."""
     def counts(*args):
         out = _run("scripts/sanitize_hgemm.py", *args, "--count")
         assert out.returncode == 0, out.stderr
@@ -89,8 +91,29 @@ def test_the_hgemm_sanitizer_sweep_splits_by_type_into_parts_that_cover_it():
         return {tuple(ln.split()[:2]): int(ln.split()[2]) for ln in lines[:-1]}, int(lines[-1].split()[-1])
 
     whole, total = counts()
-    parts = [counts("--dtypes", d) for d in ("fp16", "bf16", "tf32")]
-    assert sum(t for _, t in parts) == total == sum(whole.values())
-    assert {k: v for c, _ in parts for k, v in c.items()} == whole
+    parts = [counts("--part", "main", "--dtypes", d) for d in ("fp16", "bf16", "tf32")]
+    rows256, total256 = counts("--part", "rows256")
+    assert sum(t for _, t in parts) + total256 == total == sum(whole.values())
+    assert set(rows256) == {("persistent", "fp16"), ("persistent", "bf16")} and total256 > 0
+    assert {k: v + rows256.get(k, 0) for c, _ in parts for k, v in c.items()} == whole
     assert whole[("persistent", "fp16")] == whole[("persistent", "bf16")] > 1000
     assert ("persistent", "tf32") not in whole and whole[("tf32_wgmma", "tf32")] > 300
+
+
+def test_the_hgemm_sanitizer_sweep_runs_rung_5s_consumer_arrangements():
+    """Rung 5's one-consumer, ping-pong and 256-row runs are in the sweep, each over problems
+    (an empty problem list would run nothing under the sanitizer and pass)."""
+    sweep = load("sanitize_hgemm.py")
+    runs = [(problems, params["persistent"]) for impl, dtype, problems, params in sweep.plan("persistent", ("bf16",))
+            if params]
+    part = sweep.plan("persistent", ("bf16",), "rows256")
+    assert part and all(params["persistent"]["BM"] == 256 for _, _, _, params in part)
+    def problems_with(**want):
+        return [p for problems, params in runs if all(params.get(k) == v for k, v in want.items()) for p in problems]
+
+    assert problems_with(CONSUMERS=1)
+    assert problems_with(PINGPONG=1)
+    rows256 = problems_with(BM=256)
+    assert {p.layout for p in rows256} == {"nn", "tt"}
+    assert {p.out_dtype for p in rows256} == {"fp32", "bf16"}
+    assert problems_with(BM=256, CN=2, TAILK=2) and problems_with(BM=256, CM=2, SPLITK=2)

@@ -11,10 +11,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # script, name for the log, the least number of PASS lines it must print (None: exactly the runs
 # the script plans, which it counts without a GPU). The tensor-core sweep runs one input type at a
-# time: under racecheck rung 5's 1028 runs of one type take about 330 s on an H100 (session 16),
-# so the three parts each fit a 10-minute device call where the whole sweep does not.
+# time: under racecheck rung 5's 1028 runs of one type took about 330 s on an H100 (session 16),
+# and the 120 runs of 256-row tiles added in session 27 about 176 s more: they are a fourth part
+# (both 16-bit types), so each part fits a 10-minute device call where the whole sweep does not.
 SCRIPTS = [("sanitize_kernels.py", "sgemm", 3 * 20), ("sanitize_reduce.py", "reduce", 9 * 7),
-           *((f"sanitize_hgemm.py --dtypes {d}", f"hgemm-{d}", None) for d in ("fp16", "bf16", "tf32")),
+           *((f"sanitize_hgemm.py --part main --dtypes {d}", f"hgemm-{d}", None) for d in ("fp16", "bf16", "tf32")),
+           ("sanitize_hgemm.py --part rows256", "hgemm-rows256", None),
            ("sanitize_kernels.py --op bgemm", "bgemm", 3)]
 
 
