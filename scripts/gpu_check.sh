@@ -17,7 +17,8 @@
 # racecheck (570 s on an H100, session 11) again into "sanitizer-racecheck-hgemm" (the tensor-core
 # rungs' sweep) and "sanitizer-racecheck-other" (sgemm, bgemm, reduce). The hgemm sweep under
 # racecheck outgrew one call too (rung 5 alone: 1028 runs per 16-bit type, about 330 s each on an
-# H100, session 16): "sanitizer-racecheck-hgemm-fp16", "-bf16" and "-tf32" run one input type each,
+# H100, session 16; the whole bf16 part 467 s, session 27): "sanitizer-racecheck-hgemm-fp16", "-bf16"
+# and "-tf32" run one input type each,
 # and "-rows256" rung 5's 256-row tiles in both 16-bit types (240 runs, 396 s on an H100, session 27).
 # "profile" (not in the default) is `gemmlab profile --op hgemm --impl persistent,cublas --from-table --source` at
 # issue 14's weakest shapes and 4096^3 (profile.log, rows in results.db).
