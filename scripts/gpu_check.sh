@@ -13,7 +13,7 @@
 # 85% of it on an H200, session 10), so "tests-hgemm" (tests/gpu/test_hgemm_*.py), "tests-profile"
 # (tests/gpu/test_profile.py, the ncu runs) and "tests-other" (the rest) run its parts, each
 # within one. Likewise "sanitizer" (six of its
-# eight runs took 560 s on an H100) splits into "sanitizer-memcheck" and "sanitizer-racecheck", and
+# eight runs took 560 s on an H100, session 10; it has fourteen since) splits into "sanitizer-memcheck" and "sanitizer-racecheck", and
 # racecheck (570 s on an H100, session 11) again into "sanitizer-racecheck-hgemm" (the tensor-core
 # rungs' sweep) and "sanitizer-racecheck-other" (sgemm, bgemm, reduce). The hgemm sweep under
 # racecheck outgrew one call too (rung 5 alone: 1028 runs per 16-bit type, about 330 s each on an

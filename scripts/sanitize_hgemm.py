@@ -70,7 +70,7 @@ PARTS = ("all", "main", "rows256")
 def plan(names: str = "all", dtypes=DTYPES, part: str = "all") -> list[tuple]:
     """The sweep as data, no GPU needed: (kernel, dtype, problems, params or None) per run, in the
     order they run. `part`: "rows256" the 256-row runs alone, "main" the rest, "all" both (under
-    racecheck the 256-row runs of one type add about 176 s on an H100, session 27, and a type's
+    racecheck the 256-row runs of one type add about 200 s on an H100, session 27, and a type's
     part of the sweep with them no longer fits a 10-minute device call)."""
     from gemmlab import registry
     from gemmlab.ops.hgemm import refusal

@@ -96,4 +96,5 @@ def test_triton_kernel_int32_indices_and_grid_keep_their_margin():
     assert MAX_DIM + max(bm, bn, bk) < 2**31
     smallest = min(min(c[0] for c in configs), min(c[1] for c in configs))
     assert smallest >= 64  # tiles <= (M/64 + 1) (N/64 + 1) <= M N / 1024 for M, N >= 64 (else <= 2^25)
-    assert -(-MAX_DIM // smallest) < 2**31
+    # the claim at its bound: a C of 2^41 elements (2^20 x 2^21) in the smallest tiles stays below 2^31 programs
+    assert -(-2**20 // smallest) * -(-2**21 // smallest) < 2**31

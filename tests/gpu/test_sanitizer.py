@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # script, name for the log, the least number of PASS lines it must print (None: exactly the runs
 # the script plans, which it counts without a GPU). The tensor-core sweep runs one input type at a
 # time: under racecheck rung 5's 1028 runs of one type took about 330 s on an H100 (session 16),
-# and the 120 runs of 256-row tiles added in session 27 about 176 s more: they are a fourth part
+# and the 120 runs of 256-row tiles a type added in session 27 about 200 s more: they are a fourth part
 # (both 16-bit types, 396 s), so each part fits a 10-minute device call where the whole sweep does
 # not (session 27, H100: the bf16 part 467 s; on an H200 the bf16 part with the 256-row runs
 # passed 585 s).

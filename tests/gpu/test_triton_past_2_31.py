@@ -6,8 +6,9 @@ Its kernel multiplied int32 indices by the strides: past 2^31 elements in A (M*K
 one operand past 2^31 elements (about 8.7 GB of fp32) and keeps the other two small, so the work
 is modest (7e10 FLOPs); the result is compared with fp64 on the rows of C (its columns when B is
 the large one) at the start, around the element 2^31 of the large operand, and at the end.
-No dimension is a multiple of the tiles (masked edges), and beta != 0, so C is read as well as
-written. Each call autotunes (a key of its own), so every config runs on the problem.
+The long side (2^21 + 5) is a multiple of no tile (masked edges; K = 1040 and 16 are whole BK
+= 16 steps in two configs), and beta != 0, so C is read as well as written. Each call autotunes
+(a key of its own), so every config runs on the problem; the one that wins is checked.
 Memory: the large operand, and a copy of C while autotuning (restore_value) when C is the large
 one: about 18 GB at most; a case skips on a GPU with less free.
 """
