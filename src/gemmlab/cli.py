@@ -139,6 +139,8 @@ def verify(impl: str = typer.Option("all", help="kernel name, a,b,c or all"),
            beta: Optional[float] = typer.Option(None, help="GEMM ops, with --M/--N/--K (default -0.75)"),
            params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel")) -> None:
     """Verify against fp64 over the op's edge-case sweep (or one --M/--N/--K shape, or --n sizes)."""
+    if (alpha is not None or beta is not None) and op != "reduce" and M is None and N is None and K is None:
+        raise BadArgumentError("--alpha and --beta go with --M/--N/--K: the sweep runs its own (1, 0) and (1.5, -0.75)")
     args = ops.shape_args(op, M=M, N=N, K=K, n=n, batch=batch, alpha=alpha, beta=beta, dtype=dtype, layout=layout,
                        out_dtype=out_dtype, scalars=(1.5, -0.75))
     session.verify(op, impl, args, params)
@@ -283,9 +285,19 @@ def _line(text: str, limit: int = 480) -> str:
     return text if len(text) <= limit else text[:limit - 30] + f" ... ({len(text)} characters)"
 
 
+def _utf8(text: str) -> bool:  # os.fsdecode keeps an undecodable byte as a lone surrogate, no UTF-8
+    return not any("\ud800" <= c <= "\udfff" for c in text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every failure into one line and an exit code."""
     err = Console(stderr=True)
+    # An argument that is not UTF-8 (a file name's stray byte) cannot be written into a report,
+    # a database or a message: refused before any command makes a file of it
+    bad = next((a for a in (sys.argv[1:] if argv is None else argv) if not _utf8(a)), None)
+    if bad is not None:
+        err.print(f"error: argument {ascii(bad)[:80]} is not UTF-8 text", highlight=False, markup=False, soft_wrap=True)
+        return 2
     try:
         app(args=argv, standalone_mode=False)
     except GemmlabError as exc:

@@ -4,6 +4,7 @@ The problem types are the bottom of the stack: kernel specs compute launch geome
 the ops parse, generate and check them, and each one names its op (`problem.op`)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .errors import BadArgumentError
@@ -181,17 +182,23 @@ def size_label(n: int) -> str:
     return str(n)
 
 
+_ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_shape(text: str) -> tuple[int, int, int]:
-    """'4096' -> (4096, 4096, 4096); '1000x3000x2000' -> (1000, 3000, 2000)."""
-    parts = text.lower().replace("^3", "").split("x")
-    try:
-        dims = [int(p) for p in parts]
-    except ValueError:
-        raise BadArgumentError(f"size {text!r} is not an integer or MxNxK") from None
+    """'4096' or '4096^3' -> (4096, 4096, 4096); '1000x3000x2000' -> (1000, 3000, 2000). Digits
+    are ASCII and unseparated (int() would take '1_024' and full-width digits), and '^3' only
+    ends a single N ('40^396' was read as 4096)."""
+    body = text.strip().lower()
+    cube = body.endswith("^3")
+    parts = (body[:-2] if cube else body).split("x")
+    if not all(_ASCII_INTEGER.fullmatch(p.strip()) for p in parts):
+        raise BadArgumentError(f"size {text!r} is not an integer or MxNxK")
+    dims = [int(p) for p in parts]
     if len(dims) == 1:
         dims = dims * 3
-    if len(dims) != 3:
-        raise BadArgumentError(f"size {text!r} must be N or MxNxK")
+    if len(dims) != 3 or (cube and len(parts) != 1):
+        raise BadArgumentError(f"size {text!r} must be N, N^3 or MxNxK")
     if min(dims) < 1:
         raise BadArgumentError(f"size {text!r} must have every dimension >= 1")
     if max(dims) > MAX_DIM:

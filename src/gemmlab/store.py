@@ -85,10 +85,25 @@ def _to_json(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True, default=_plain)
 
 
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _has_columns_of(db: sqlite3.Connection, version: int) -> bool:
+    """Whether the file's runs and results tables have every column gemmlab's schema `version`
+    gives them (its migrations run on an in-memory database): tables of those names alone do not
+    make a file ours (another program's, stamped with a user_version of its own, failed at the
+    first INSERT, after the WAL switch had changed the file)."""
+    ours = sqlite3.connect(":memory:")
+    for step in MIGRATIONS[:version]:
+        step(ours)
+    return all(_columns(ours, table) <= _columns(db, table) for table in ("runs", "results"))
+
+
 def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True) -> str | None:
     """Why gemmlab must not use this SQLite file as its results database, read without writing:
     another program's database (gemmlab stamps user_version when it creates its tables, so tables
-    under version 0, or a version without runs and results, are not ours), one from a newer
+    under version 0, or a version without runs and results of that version's columns, are not ours), one from a newer
     gemmlab, or (with `integrity`) a damaged one (PRAGMA quick_check, which reads the whole
     file). None for a gemmlab file or an empty one."""
     # version and tables from one snapshot: another process creating the schema in between would
@@ -102,7 +117,8 @@ def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True) -> str |
     finally:
         if own:
             db.execute("COMMIT")
-    if (version == 0 and tables) or (version > 0 and not {"runs", "results"} <= tables):
+    if (version == 0 and tables) or (version > 0 and not {"runs", "results"} <= tables) \
+            or (0 < version <= SCHEMA_VERSION and not _has_columns_of(db, version)):
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         return f"{path} is an SQLite database of another program (tables: {shown}); name another file with --db"
     if version > SCHEMA_VERSION:
@@ -117,9 +133,11 @@ def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True) -> str |
 class ResultStore:
     """One SQLite file of runs and their result rows."""
 
-    def __init__(self, path: str | os.PathLike = DEFAULT_DB, integrity: bool = True):
+    def __init__(self, path: str | os.PathLike = DEFAULT_DB, integrity: bool = True, write: bool = True):
         """`integrity`: also check the whole file for damage before writing to it (PRAGMA
-        quick_check: 0.14 s for 112 MB); the API's lookups of tuned parameters only read."""
+        quick_check: 0.14 s for 112 MB); the API's lookups of tuned parameters only read.
+        `write`: refuse a file this process cannot write (read-only, or immutable), here rather
+        than at the first row, after the command's work."""
         self.path = Path(path)
         if self.path.is_dir():  # also '' (the current directory)
             raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
@@ -142,6 +160,8 @@ class ResultStore:
             self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
             self._db.execute("PRAGMA foreign_keys = ON")
             self._retry(self._migrate)
+            if write:  # a write that changes nothing: SQLite refuses it on a file it cannot write
+                self._retry(lambda: self._db.execute("DELETE FROM runs WHERE 0"))
         except sqlite3.DatabaseError as exc:  # not SQLite at all, or damaged: refuse it, change nothing
             self._db.close()
             reason = "read-only" if "readonly" in str(exc) else str(exc)

@@ -235,16 +235,23 @@ def _sha(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("make", ["tables, version 0", "own analyses table", "version 5, other tables"])
+@pytest.mark.parametrize("make", ["tables, version 0", "own analyses table", "version 5, other tables",
+                                  "version 1, runs and results of its own"])
 def test_another_programs_database_is_refused_and_left_as_it_was(tmp_path, make):
-    """Tables gemmlab did not stamp (user_version 0), or a version without runs and results, are
-    another program's: refused before anything is written (not even the switch to WAL)."""
+    """Tables gemmlab did not stamp (user_version 0), a version without runs and results, or runs
+    and results without the columns gemmlab's schema of that version gives them, are another
+    program's: refused before anything is written (not even the switch to WAL)."""
     import sqlite3
 
     path = tmp_path / "other.db"
     db = sqlite3.connect(path)
     if make == "own analyses table":
         db.execute("CREATE TABLE analyses (id INTEGER, note TEXT)")
+    elif make == "version 1, runs and results of its own":
+        db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("CREATE TABLE results (id INTEGER PRIMARY KEY, run_id INTEGER, value REAL)")
+        db.execute("INSERT INTO runs (name) VALUES ('theirs')")
+        db.execute("PRAGMA user_version = 1")
     else:
         db.execute("CREATE TABLE runs (who TEXT)" if make == "tables, version 0" else "CREATE TABLE notes (x)")
     if make == "version 5, other tables":
@@ -346,3 +353,37 @@ def test_a_fresh_database_opened_by_many_at_once_is_never_taken_for_another_prog
         for t in threads:
             t.join()
     assert errors == []
+
+
+def _read_only(path):
+    """Make `path` unwritable even for root (chattr +i) where that works, else by its mode; the
+    undo function, or None where neither stops this process writing."""
+    import os
+    import subprocess
+
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0:
+        return lambda: subprocess.run(["chattr", "-i", str(path)], check=True)
+    if os.geteuid() == 0:
+        return None
+    path.chmod(0o444)
+    return lambda: path.chmod(0o644)
+
+
+def test_a_read_only_database_is_refused_when_opened_for_writing_and_read_otherwise(tmp_path):
+    """A file this process cannot write is refused at open (one line), not at the first row after
+    a command's work; a reader (write=False) still opens it; its bytes are left as they were."""
+    path = tmp_path / "ro.db"
+    with ResultStore(path) as store:
+        store.start_run("bench")
+    before = _sha(path)
+    undo = _read_only(path)
+    if undo is None:
+        pytest.skip("neither chattr nor the file's mode stops root writing here")
+    try:
+        with pytest.raises(BadArgumentError, match=r"ro.db is not a usable gemmlab results database \(read-only\)"):
+            ResultStore(path)
+        with ResultStore(path, integrity=False, write=False) as store:
+            assert len(store.runs()) == 1
+    finally:
+        undo()
+    assert _sha(path) == before

@@ -33,7 +33,7 @@ def use_tuning(path: str | os.PathLike | None) -> None:
     from ..store import ResultStore
 
     try:
-        with ResultStore(p) as store:
+        with ResultStore(p, write=False) as store:  # a read-only file of tuned parameters serves
             store.query("SELECT 1 FROM runs LIMIT 1")
     except Exception as exc:  # not SQLite, or not ours
         raise BadArgumentError(f"{p} is not a gemmlab results database ({exc})") from None
@@ -71,7 +71,7 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
         if Path(db).is_file():
             try:
                 # integrity checked when named (use_tuning), not again at each new shape's first call
-                with ResultStore(Path(db), integrity=False) as store:
+                with ResultStore(Path(db), integrity=False, write=False) as store:
                     found = usable_best(store, gpu, spec, problem)
             except Exception as exc:
                 raise BadArgumentError(f"cannot read the tuning database {db}: {exc}") from None

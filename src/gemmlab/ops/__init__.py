@@ -44,6 +44,9 @@ def shape_args(op_name: str, scalars: tuple[float, float] = (1.0, 0.0), **given)
     for option in ("sizes", "n"):  # given but empty: refused, not read as "the default sweep"
         if given.get(option) is not None and not given[option].replace(",", "").strip():
             raise BadArgumentError(f"--{option} is empty")
+    for option in ("layout", "out_dtype"):  # given but empty: refused, not read as the default (--dtype is)
+        if given.get(option) is not None and not given[option].strip():
+            raise BadArgumentError(f"--{option.replace('_', '-')} is empty")
     if op_name == "reduce" and any(given.get(o) is not None for o in SHAPE_OPTIONS):
         raise BadArgumentError("--M/--N/--K and --sizes are for the GEMM ops; use --n for --op reduce")
     return ShapeArgs(**given)

@@ -48,8 +48,9 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
     if cluster is not None and jobs is not None:
         raise BadArgumentError("--jobs sets this machine's NVRTC processes: with --cluster, any worker compiles")
     if cluster is not None:
-        from .cluster import require_dask
+        from .cluster import check_address, require_dask
 
+        check_address(cluster)
         require_dask()
     overrides = parse_param_axes(param)
     for name, value in fixed.items():  # set by the problem (hgemm's DTYPE, B_KMAJOR, A_MNMAJOR, OUT16): one value

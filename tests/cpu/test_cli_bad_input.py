@@ -1,0 +1,75 @@
+"""The CLI's answers to input it cannot use, found by a pass over every command's options
+(session 27): one line and exit 2, before any work, and nothing written."""
+import pytest
+
+from gemmlab.errors import BadArgumentError
+
+
+@pytest.mark.parametrize("address", ["bogus", "", "tcp://", "LOCAL", "tcp://h:abc", "udp://1.2.3.4:1",
+                                     "tcp://h:99999", "tcp://h:0", "tcp://:8786", "h:８７８６"])
+def test_a_cluster_address_that_cannot_be_one_is_refused_before_connecting(address, capsys):
+    """Not 'local' nor [tcp|tls|ucx://]HOST:PORT with PORT 1-65535: one line, exit 2, no wait (a
+    port past 65535 used to wait out the 30 s timeout; 'bogus' raised distributed's ValueError)."""
+    from gemmlab.cli import main
+    from gemmlab.tune.cluster import check_address
+
+    with pytest.raises(BadArgumentError, match="give 'local' or a Dask scheduler's address"):
+        check_address(address)
+    assert main(["tune", "--impl", "naive", "--cluster", address]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --cluster") and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("address", ["local", "tcp://10.0.0.5:8786", "10.0.0.5:8786", "tls://sched:8786",
+                                     "tcp://[::1]:8786", "ucx://gpu-node:13337"])
+def test_scheduler_addresses_pass_the_check(address):
+    from gemmlab.tune.cluster import check_address
+
+    check_address(address)
+
+
+@pytest.mark.parametrize("size", ["40^396", "1^3024", "12^3^38", "10x20x30^3", "１０２４", "1_024", "4096x", "1e3"])
+def test_a_size_with_stray_characters_is_refused_not_misread(size):
+    """'^3' ends a single N only, digits are ASCII: '40^396' was read as 4096, '１０２４' as 1024."""
+    from gemmlab.problem import parse_shape
+
+    with pytest.raises(BadArgumentError, match=r"size .* (is not an integer or MxNxK|must be N, N\^3 or MxNxK)"):
+        parse_shape(size)
+
+
+@pytest.mark.parametrize("size,dims", [("4096", (4096,) * 3), ("127^3", (127,) * 3), (" 1024 ", (1024,) * 3),
+                                       ("1000x3000x2000", (1000, 3000, 2000)), ("1000X3000X2000", (1000, 3000, 2000))])
+def test_sizes_people_write_still_parse(size, dims):
+    from gemmlab.problem import parse_shape
+
+    assert parse_shape(size) == dims
+
+
+def test_an_argument_that_is_not_utf8_is_refused_before_any_file_is_made(tmp_path, capsys):
+    """A stray byte in --title/--out/--db (os.fsdecode keeps it as a lone surrogate) made report
+    and analyze fail with an internal error after creating a 0-byte page or a database."""
+    from gemmlab.cli import main
+
+    out, db = tmp_path / "rep", tmp_path / "x.db"
+    for args in (["report", "--db", str(db), "--out", str(out), "--title", "bad \udcff"],
+                 ["analyze", "--impl", "naive", "--db", str(tmp_path / "\udcfe.db")]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: argument ") and "is not UTF-8 text" in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["verify", "--alpha", "2"], "--alpha and --beta go with --M/--N/--K"),
+    (["verify", "--op", "bgemm", "--beta", "3"], "--alpha and --beta go with --M/--N/--K"),
+    (["bench", "--op", "hgemm", "--layout", ""], "--layout is empty"),
+    (["analyze", "--op", "hgemm", "--impl", "persistent", "--out-dtype", " "], "--out-dtype is empty"),
+])
+def test_options_that_would_be_ignored_are_refused(args, message, capsys):
+    """verify's sweep ran its own scalars whatever --alpha/--beta said; an empty --layout or
+    --out-dtype was read as the default."""
+    from gemmlab.cli import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
