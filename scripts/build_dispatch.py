@@ -113,7 +113,7 @@ def tuned_candidates(impls: list, problem, tuned: str | None, gpu: str) -> list:
     from gemmlab.store import ResultStore
 
     out = []
-    with ResultStore(tuned) as store:
+    with ResultStore(tuned, write=False) as store:  # it only reads: a read-only tune database serves
         for impl in impls:
             if impl.kind != "kernel":
                 continue

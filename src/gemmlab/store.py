@@ -11,6 +11,7 @@ being copied off a GPU machine. Design choices:
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -29,8 +30,8 @@ BUSY_TIMEOUT_MS = 30_000
 
 RUN_COLUMNS = ("id", "started", "kind", "command", "env", "git_rev", "gpu")
 
-# (name, SQL type). Order is the CSV column order.
-RESULT_SCHEMA: tuple[tuple[str, str], ...] = (
+# (name, SQL type) of schema version 1 in CSV column order, frozen: refusal checks a file's columns
+_V1_RESULT_SCHEMA: tuple[tuple[str, str], ...] = (
     ("id", "INTEGER PRIMARY KEY AUTOINCREMENT"),
     ("run_id", "INTEGER NOT NULL REFERENCES runs(id)"),
     ("created", "TEXT NOT NULL"),
@@ -46,6 +47,7 @@ RESULT_SCHEMA: tuple[tuple[str, str], ...] = (
     ("registers", "INTEGER"), ("spill_stores", "INTEGER"), ("smem_static", "INTEGER"),
     ("extra", "TEXT"),
 )
+RESULT_SCHEMA = _V1_RESULT_SCHEMA  # a migration adding columns appends them here as well
 RESULT_COLUMNS = tuple(name for name, _ in RESULT_SCHEMA)
 JSON_COLUMNS = ("params", "extra")
 BOOL_COLUMNS = ("flush", "clock_warning")
@@ -57,7 +59,7 @@ def _schema_v1(db: sqlite3.Connection) -> None:
     db.execute("""CREATE TABLE runs (
         id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT NOT NULL, kind TEXT NOT NULL,
         command TEXT, env TEXT, git_rev TEXT, gpu TEXT)""")
-    cols = ",\n        ".join(f"{name} {sqltype}" for name, sqltype in RESULT_SCHEMA)
+    cols = ",\n        ".join(f"{name} {sqltype}" for name, sqltype in _V1_RESULT_SCHEMA)
     db.execute(f"CREATE TABLE results (\n        {cols})")
     db.execute("CREATE INDEX results_run ON results(run_id)")
     db.execute("CREATE INDEX results_op_impl ON results(op, impl)")
@@ -65,7 +67,7 @@ def _schema_v1(db: sqlite3.Connection) -> None:
 
 # MIGRATIONS[i] takes a database at user_version i to i + 1. A later issue appends a
 # function (ALTER TABLE results ADD COLUMN ..., CREATE TABLE ...) and never edits old ones;
-# RESULT_SCHEMA must then list the new columns too.
+# RESULT_SCHEMA must then list the new columns too (after _V1_RESULT_SCHEMA's).
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_schema_v1]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -94,10 +96,10 @@ def _has_columns_of(db: sqlite3.Connection, version: int) -> bool:
     gives them (its migrations run on an in-memory database): tables of those names alone do not
     make a file ours (another program's, stamped with a user_version of its own, failed at the
     first INSERT, after the WAL switch had changed the file)."""
-    ours = sqlite3.connect(":memory:")
-    for step in MIGRATIONS[:version]:
-        step(ours)
-    return all(_columns(ours, table) <= _columns(db, table) for table in ("runs", "results"))
+    with contextlib.closing(sqlite3.connect(":memory:")) as ours:
+        for step in MIGRATIONS[:version]:
+            step(ours)
+        return all(_columns(ours, table) <= _columns(db, table) for table in ("runs", "results"))
 
 
 def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True) -> str | None:

@@ -6,7 +6,7 @@ from gemmlab.errors import BadArgumentError
 
 
 @pytest.mark.parametrize("address", ["bogus", "", "tcp://", "LOCAL", "tcp://h:abc", "udp://1.2.3.4:1",
-                                     "tcp://h:99999", "tcp://h:0", "tcp://:8786", "h:８７８６"])
+                                     "tcp://h:99999", "tcp://h:0", "tcp://:8786", "h:８７８６", "::1:8786"])
 def test_a_cluster_address_that_cannot_be_one_is_refused_before_connecting(address, capsys):
     """Not 'local' nor [tcp|tls|ucx://]HOST:PORT with PORT 1-65535: one line, exit 2, no wait (a
     port past 65535 used to wait out the 30 s timeout; 'bogus' raised distributed's ValueError)."""
@@ -21,7 +21,7 @@ def test_a_cluster_address_that_cannot_be_one_is_refused_before_connecting(addre
 
 
 @pytest.mark.parametrize("address", ["local", "tcp://10.0.0.5:8786", "10.0.0.5:8786", "tls://sched:8786",
-                                     "tcp://[::1]:8786", "ucx://gpu-node:13337"])
+                                     "tcp://[::1]:8786", "ucx://gpu-node:13337", "[::1]:8786", "wss://sched:443"])
 def test_scheduler_addresses_pass_the_check(address):
     from gemmlab.tune.cluster import check_address
 

@@ -136,11 +136,11 @@ def _check_pinning(workers) -> None:
             seen[uuid] = w.address
 
 
-SCHEMES = ("tcp", "tls", "ucx")  # Dask's network transports (inproc:// is within one process)
+SCHEMES = ("tcp", "tls", "ucx", "ws", "wss")  # Dask's network transports (inproc:// is within one process)
 
 
 def check_address(target: str) -> None:
-    """--cluster: "local", or a scheduler's [tcp|tls|ucx://]HOST:PORT (PORT 1-65535), refused in
+    """--cluster: "local", or a scheduler's [SCHEME://]HOST:PORT (PORT 1-65535), refused in
     one line before anything connects (distributed raised a ValueError of its own, or waited
     out its timeout for a port that cannot exist)."""
     if target == "local":
@@ -149,8 +149,9 @@ def check_address(target: str) -> None:
     if not sep:
         scheme, rest = "tcp", target
     host, _, port = rest.rpartition(":")
-    if scheme not in SCHEMES or not host.strip("[]") or not (port.isascii() and port.isdigit()) \
-            or not 1 <= int(port) <= 65535:
+    bracketed = host.startswith("[") and host.endswith("]")  # IPv6: [::1]:8786 (::1:8786 is ambiguous)
+    if scheme not in SCHEMES or not host.strip("[]") or (":" in host and not bracketed) \
+            or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
         raise BadArgumentError(f"--cluster {target!r}: give 'local' or a Dask scheduler's address, "
                                f"[{'|'.join(SCHEMES)}://]HOST:PORT (e.g. tcp://10.0.0.5:8786)")
 
