@@ -36,6 +36,12 @@ def test_batch_without_sizes_applies_to_the_defaults_and_the_sweep():
     assert len({p.batch for p in OP.sweep(ShapeArgs())}) > 1
 
 
+def test_a_size_named_twice_is_measured_once():
+    """As for the GEMM ops' --sizes: 8x512 and 8x512x512x512 are one problem."""
+    assert [p.shape for p in OP.problems(ShapeArgs(sizes="8x512,8x512,8x512x512x512,2x64"))] == [
+        "8x512x512x512", "2x64x64x64"]
+
+
 def test_sweep_has_poisoned_and_scaled_runs():
     sweep = OP.sweep(ShapeArgs())
     assert len(sweep) == 18 and {(p.alpha, p.beta) for p in sweep} == {(1.0, 0.0), (1.5, -0.75)}

@@ -73,3 +73,18 @@ def test_options_that_would_be_ignored_are_refused(args, message, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_gemmlab_ncu_must_name_a_program(tmp_path, monkeypatch):
+    """GEMMLAB_NCU naming a folder or a plain file is no ncu (it was taken for one, and failed
+    when run); a runnable file is."""
+    from gemmlab.profile.ncu import find_ncu
+
+    plain = tmp_path / "ncu.txt"
+    plain.write_text("")
+    program = tmp_path / "ncu"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    for path, found in ((tmp_path, None), (plain, None), (program, str(program))):
+        monkeypatch.setenv("GEMMLAB_NCU", str(path))
+        assert find_ncu() == found

@@ -106,7 +106,8 @@ class BgemmOp(GemmOp):
             (m, n, k), = gemm_shapes(args, None)
             return [BatchedGemmProblem(m, n, k, args.alpha, args.beta, batch=args.batch or 1)]
         if args.sizes:
-            shapes = [parse_batched(s.strip(), args.batch) for s in args.sizes.split(",") if s.strip()]
+            # 8x512,8x512: once, as GEMM sizes are
+            shapes = list(dict.fromkeys(parse_batched(s.strip(), args.batch) for s in args.sizes.split(",") if s.strip()))
         else:  # the default sizes (BATCHxN), each with --batch's count when it is given
             defaults = (parse_batched(s, None) for s in DEFAULT_SIZES.split(","))
             shapes = [(args.batch or b, m, n, k) for b, m, n, k in defaults]

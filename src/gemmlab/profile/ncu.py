@@ -105,7 +105,7 @@ def base_name(metric: str) -> str:
 def find_ncu() -> str | None:
     env = os.environ.get("GEMMLAB_NCU")
     if env:
-        return env if Path(env).exists() else None
+        return env if Path(env).is_file() and os.access(env, os.X_OK) else None  # not a folder, runnable
     path = shutil.which("ncu")
     if path:
         return path
