@@ -103,7 +103,8 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
     for note in notes:  # e.g. wgmma serialised, which no spill count shows
         console.print(note, highlight=False, markup=False)
     if failures:
-        raise GemmlabError(failures[0] + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""))
+        more = f"{len(failures)} kernels failed to compile; the first: " if len(failures) > 1 else ""
+        raise GemmlabError(more + failures[0])  # ("(and 2 more)" after ptxas's words read as part of them)
 
 
 MIN_ARCH = 75  # the oldest NVRTC target that builds the first rungs (cp.async ones need sm_80: they say so)

@@ -88,3 +88,15 @@ def test_gemmlab_ncu_must_name_a_program(tmp_path, monkeypatch):
     for path, found in ((tmp_path, None), (plain, None), (program, str(program))):
         monkeypatch.setenv("GEMMLAB_NCU", str(path))
         assert find_ncu() == found
+
+
+def test_compile_failures_are_counted_before_the_first_ones_words(tmp_path, monkeypatch, capsys):
+    """Two kernels that use cp.async (sm_80) refused by ptxas for sm_75: the line says how many
+    failed, then the first one's error ("(and 1 more)" after ptxas's words read as part of them)."""
+    from gemmlab.cli import main
+
+    monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
+    assert main(["compile", "--arch", "sm_75", "--impl", "async_pipeline,bigtile"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 2 kernels failed to compile; the first: async_pipeline") and "cp.async" in err, err
+    assert "more)" not in err and len(err.strip().splitlines()) == 1
