@@ -100,3 +100,14 @@ def test_compile_failures_are_counted_before_the_first_ones_words(tmp_path, monk
     err = capsys.readouterr().err
     assert err.startswith("error: 2 kernels failed to compile; the first: async_pipeline") and "cp.async" in err, err
     assert "more)" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["profile", "analyze"])
+def test_gemm_shape_options_with_reduce_are_refused(command, capsys):
+    """profile read --M 5 --K 5 with --op reduce as nothing at all (the options have defaults);
+    analyze refused them: both now, by one check."""
+    from gemmlab.cli import main
+
+    assert main([command, "--op", "reduce", "--M", "5", "--K", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --K/--M: for the GEMM ops; --op reduce takes --n"), err

@@ -11,7 +11,7 @@ from rich.table import Table
 from .. import ops
 from ..errors import BadArgumentError
 from ..harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, params_for
-from .commands import DEFAULT_REDUCE_N, DEFAULT_SHAPE, _problem, _select, command_text
+from .commands import DEFAULT_REDUCE_N, DEFAULT_SHAPE, _problem, _select, command_text, refuse_gemm_shape
 
 
 def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder, all, a kernel name or a,b,c"),
@@ -42,9 +42,7 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     from .sass import MIX_COLUMNS, find_tool
 
     the_op = ops.get(op)
-    named = {name for name in ("M", "N", "K") if ctx.get_parameter_source(name).name == "COMMANDLINE"}
-    if op == "reduce" and named:  # read as the default GEMM shape otherwise: silently ignored
-        raise BadArgumentError(f"--{'/--'.join(sorted(named))}: for the GEMM ops; --op reduce takes --n")
+    refuse_gemm_shape(ctx, op)
     if db is not None and not store_rows:
         raise BadArgumentError("--db with --no-store: nothing would be written to it")
     limits = limits_for(arch)

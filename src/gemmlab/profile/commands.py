@@ -55,6 +55,14 @@ def _select(impl: str, with_baselines: bool = True, op: str = "sgemm") -> list:
 DEFAULT_REDUCE_N = 1 << 24
 
 
+def refuse_gemm_shape(ctx, op: str) -> None:
+    """--M/--N/--K given with --op reduce (they have defaults, so only the command line tells
+    them from the default GEMM shape; otherwise silently ignored): one line."""
+    named = {name for name in ("M", "N", "K") if ctx.get_parameter_source(name).name == "COMMANDLINE"}
+    if op == "reduce" and named:
+        raise BadArgumentError(f"--{'/--'.join(sorted(named))}: for the GEMM ops; --op reduce takes --n")
+
+
 def _problem(op: str, given: dict, M: int, N: int, K: int, n: int | None, alpha: float | None = None,
              beta: float | None = None):
     """The one problem `profile` and `analyze` build their kernels for. --M/--N/--K have
@@ -202,6 +210,7 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     --out-dtype given (and cuBLAS/torch on the same problem), --op bgemm takes --batch."""
     from ..store import DEFAULT_DB, ResultStore
 
+    refuse_gemm_shape(ctx, op)
     target = db or DEFAULT_DB  # no table may be written over it
     csv, json_out = output_file(csv, "--csv", target), output_file(json_out, "--json", target)  # before ncu runs
     if reports is not None:
