@@ -227,3 +227,15 @@ def test_a_size_the_run_did_not_measure_is_refused_in_one_line(bench_db, tmp_pat
     assert "--size 9999: the latest SGEMM bench run" in err and "2048x2048x2048" in err, err
     assert main(["report", "--db", str(bench_db), "--out", str(out), "--size", "abc"]) == 2
     assert "size 'abc' is not an integer or MxNxK" in capsys.readouterr().err
+
+
+def test_a_title_with_line_breaks_stays_one_heading(tmp_path):
+    """--title "a\\nb" ended the Markdown heading at the break; a blank one leaves no heading."""
+    from gemmlab.store import ResultStore
+
+    db = tmp_path / "empty.db"
+    ResultStore(db).close()
+    write_report(db, tmp_path / "a", title="speed\n\n  of   rung 5\r\n")
+    assert (tmp_path / "a" / "report.md").read_text().splitlines()[0] == "# speed of rung 5"
+    write_report(db, tmp_path / "b", title=" \n ")
+    assert (tmp_path / "b" / "report.md").read_text().splitlines()[0] == "# gemmlab report"

@@ -30,7 +30,7 @@ class Doc:
     """A report as a list of blocks, rendered twice (Markdown, HTML)."""
 
     def __init__(self, title: str):
-        self.title = title
+        self.title = " ".join(title.split()) or "gemmlab report"  # one line: a newline would end the heading
         self.blocks: list[tuple[str, object]] = []
 
     def h(self, level: int, text: str) -> None:
