@@ -41,6 +41,15 @@ def run(capsys, *args):
     (["tune", "--impl", "naive", "--op", "foo"], "--op 'foo': choose"),
     (["bench", "--api", "sgemm", "--repeat", "5", "--no-check"], "--repeat, --no-check: not taken with --api"),
     (["bench", "--op", "reduce", "--n", "3^65-18446744073709551000"], "too large"),
+    # options that were ignored (session 27): verify's sweep ran its own scalars whatever --alpha/--beta
+    # said, an empty --layout or --out-dtype was read as the default, profile read --M/--K with --op reduce
+    # as nothing at all (the options have defaults)
+    (["verify", "--alpha", "2"], "--alpha and --beta go with --M/--N/--K"),
+    (["verify", "--op", "bgemm", "--beta", "3"], "--alpha and --beta go with --M/--N/--K"),
+    (["bench", "--op", "hgemm", "--layout", ""], "--layout is empty"),
+    (["analyze", "--op", "hgemm", "--impl", "persistent", "--out-dtype", " "], "--out-dtype is empty"),
+    (["profile", "--op", "reduce", "--M", "5", "--K", "5"], "--K/--M: for the GEMM ops; --op reduce takes --n"),
+    (["analyze", "--op", "reduce", "--M", "5", "--K", "5"], "--K/--M: for the GEMM ops; --op reduce takes --n"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, needle):
     code, out, err = run(capsys, *args)

@@ -13,6 +13,19 @@ def test_parse_shape():
             parse_shape(bad)
 
 
+@pytest.mark.parametrize("size", ["40^396", "1^3024", "12^3^38", "10x20x30^3", "１０２４", "1_024", "4096x", "1e3"])
+def test_a_size_with_stray_characters_is_refused_not_misread(size):
+    """'^3' ends a single N only, digits are ASCII: '40^396' was read as 4096, '１０２４' as 1024."""
+    with pytest.raises(BadArgumentError, match=r"size .* (is not an integer or MxNxK|must be N, N\^3 or MxNxK)"):
+        parse_shape(size)
+
+
+@pytest.mark.parametrize("size,dims", [("4096", (4096,) * 3), ("127^3", (127,) * 3), (" 1024 ", (1024,) * 3),
+                                       ("1000x3000x2000", (1000, 3000, 2000)), ("1000X3000X2000", (1000, 3000, 2000))])
+def test_sizes_people_write_still_parse(size, dims):
+    assert parse_shape(size) == dims
+
+
 def test_counts():
     p = GemmProblem(2, 3, 4)
     assert p.flops == 2 * 2 * 3 * 4

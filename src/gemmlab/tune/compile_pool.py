@@ -53,8 +53,9 @@ def compile_one(args) -> CompileOutcome:
     except GemmlabError as exc:
         return CompileOutcome(params, None, 0.0, str(exc))
     r = ck.resources
-    if spills(r):
-        return CompileOutcome(params, r, ck.compile_seconds, spills(r))
+    why = spills(r)
+    if why:
+        return CompileOutcome(params, r, ck.compile_seconds, why)
     return CompileOutcome(params, r, ck.compile_seconds, cache_key=ck.cache_key)
 
 
