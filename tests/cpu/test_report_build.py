@@ -229,6 +229,21 @@ def test_a_size_the_run_did_not_measure_is_refused_in_one_line(bench_db, tmp_pat
     assert "size 'abc' is not an integer or MxNxK" in capsys.readouterr().err
 
 
+def test_a_size_with_no_sgemm_bench_run_is_refused_before_the_page_is_written(tmp_path, capsys):
+    """--size picks the ladder plot's shape; with no SGEMM bench run there is no plot, and the option
+    used to be ignored without a word."""
+    from gemmlab.store import ResultStore
+
+    db = tmp_path / "empty.db"
+    ResultStore(db).close()
+    out = tmp_path / "rep"
+    assert main(["report", "--db", str(db), "--out", str(out), "--size", "2048"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--size 2048: this database has no SGEMM bench run to plot" in err, err
+    assert not (out / "report.md").exists()
+    assert main(["report", "--db", str(db), "--out", str(out)]) == 0  # without --size: the page of what is missing
+
+
 def test_a_title_with_line_breaks_stays_one_heading(tmp_path):
     """--title "a\\nb" ended the Markdown heading at the break; a blank one leaves no heading."""
     from gemmlab.store import ResultStore

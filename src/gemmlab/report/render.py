@@ -230,6 +230,9 @@ def build(data: ReportData, out: Path, size: str | None, title: str, command: st
     doc.h(1, "Benchmark")
     others = {op: data.bench_runs(op) for op in OTHER_OPS}
     if not benches:
+        if size:  # the ladder plot it asks for has nothing to draw from: say so, as for a size not measured
+            raise BadArgumentError(f"--size {size}: this database has no SGEMM bench run to plot "
+                                   "(`gemmlab bench` writes them)")
         doc.p("No SGEMM benchmark rows in this database (`gemmlab bench` writes them).")
     for run in benches:
         warm = any(r.get("flush") is not None and not r["flush"] for r in data.results_of(run.id))  # --no-flush
