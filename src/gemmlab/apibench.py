@@ -12,6 +12,11 @@ Two figures per call, on the same shapes and inputs:
 Beside them, the lowest SM clock NVML saw during the loop and during bench's timed launches:
 a loop of large tensor-core GEMMs draws full power for 50 ms and clocks lower than bench's
 bursts, and the clocks say so where the loop falls short of bench (torch.mm's loop with it).
+And the host's own speed beside each loop (`host_probe_us`): the lent GPU machines are virtual,
+and their CPUs alternate between two speeds, one about half the other, every second or so,
+whatever the process does and on whichever CPU it is pinned (session 28, scripts/host_speed.py).
+A host-bound loop run in the slow phase reads up to 2x slower, the library's as much as ours;
+the probe says which phase a row was measured in.
 Beside them, `gemmlab bench`'s figure for the same implementation at the same shape (cold L2,
 median of event-timed launches, same run), so a path that wins in the harness and loses through
 the API shows up. Rows: torch.mm / torch.sum / cupy.matmul / cupy.sum (the references), the
@@ -30,6 +35,22 @@ DEFAULT_SUM_SIZES = (1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
 HOST_BATCH = 100  # calls per host-time batch: far below the ~1000 launches a queue holds
 DRAIN_S = 0.25  # GPU seconds one batch may queue: each round waits for them, and 11 rounds of 100
 #                 8192^3 SGEMMs (20 ms each) would spend 22 s per call waiting, not measuring
+
+
+PROBE_CALLS = 20  # repetitions of the probe's workload per reading
+
+
+def _probe_work() -> int:
+    return sum(range(300))  # pure Python, no allocation that grows: about 2-3 us on a quiet host
+
+
+def host_probe_us() -> float:
+    """Microseconds of a fixed pure-Python workload: the same on every run of a quiet host, about
+    twice as long while the lent machines' CPUs are in their slow phase."""
+    start = time.perf_counter()
+    for _ in range(PROBE_CALLS):
+        _probe_work()
+    return (time.perf_counter() - start) / PROBE_CALLS * 1e6
 
 
 def host_batch(work_s: float) -> int:
@@ -51,6 +72,7 @@ class Row:
     bench_figure: float | None = None  # gemmlab bench's figure for impl at this shape
     loop_mhz: int | None = None  # the lowest SM clock during the loop (None without NVML)
     bench_mhz: int | None = None  # ... and during bench's timed launches
+    probe_us: float | None = None  # host_probe_us beside the loop (median of its readings)
     notes: list = field(default_factory=list)
 
     @property
@@ -86,27 +108,31 @@ def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: 
 LOOP_REPEATS = 3  # loops per throughput figure; the median is reported
 
 
-def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None], work_s: float) -> tuple[float, int | None]:
+def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None],
+                  work_s: float) -> tuple[float, int | None, float]:
     """Seconds per call of a back-to-back loop lasting about 50 ms (at least 5 calls): about what
     `gemmlab bench` times per figure, so neither figure is the one a hot, throttled GPU made;
     and the lowest SM clock seen during it. The median of LOOP_REPEATS such loops, each ended by
     a sync: one loop is at the mercy of a single host stall (session 21, H200: rows that read
     57-79% of bench in one run read 84-142% in the next, beside library rows that had slowed
-    1.3-2.5x in the same block)."""
+    1.3-2.5x in the same block). Third: the median host_probe_us read before each loop and after
+    the last (outside the timed spans)."""
     from .cuda.nvml import ClockSampler
 
     calls = max(5, min(2000, int(0.05 / max(work_s, 1e-7))))
     fn()
     sync()
-    per_call = []
+    per_call, probes = [], []
     with ClockSampler() as clocks:
         for _ in range(LOOP_REPEATS):
+            probes.append(host_probe_us())
             start = time.perf_counter()
             for _ in range(calls):
                 fn()
             sync()
             per_call.append((time.perf_counter() - start) / calls)
-    return statistics.median(per_call), clocks.min_clock
+        probes.append(host_probe_us())
+    return statistics.median(per_call), clocks.min_clock, statistics.median(probes)
 
 
 def _bench_figure(op: str, impl: str, problem) -> tuple[float | None, int | None]:
@@ -230,10 +256,10 @@ def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_uni
     rows = []
     figure, bench_mhz = bench
     for (name, fn), host in zip(calls, hosts):
-        per_call, mhz = _loop_seconds(fn, sync, work_s)
+        per_call, mhz, probe = _loop_seconds(fn, sync, work_s)
         is_mine = (name, fn) in mine
         rows.append(Row(kind, shape, name, host, work_units / per_call, unit, plan.impl if is_mine else "",
-                        figure if is_mine else None, mhz, bench_mhz if is_mine else None))
+                        figure if is_mine else None, mhz, bench_mhz if is_mine else None, probe))
     return rows
 
 
@@ -261,15 +287,18 @@ def run(kinds=GEMM_KINDS + SUM_KINDS, gemm_sizes=DEFAULT_GEMM_SIZES, sum_sizes=D
 
 def to_markdown(rows: list[Row], command: str) -> str:
     """One table per case: every call's host time and throughput, and the ratios the targets use."""
-    out = [f"Command: `{command}`", ""]
+    out = [f"Command: `{command}`", "",
+           "host probe us: a fixed pure-Python workload timed beside each loop. It reads about the same "
+           "throughout a run on a quiet host; where it doubles, the host CPU was in a slow phase and "
+           "host-bound rows (the reference's too) read slower for it.", ""]
     for case in dict.fromkeys(r.case for r in rows):
         mine = [r for r in rows if r.case == case]
         unit = mine[0].unit
         out += [f"**{case}** (host us per call, back to back; {unit} of a loop of calls; bench = `gemmlab bench` "
                 f"figure of the same implementation, same run)", "",
                 f"| shape | call | impl | host us | x ref host | {unit} | bench {unit} | loop / bench | "
-                f"SM MHz, loop / bench |",
-                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                f"SM MHz, loop / bench | host probe us |",
+                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for shape in dict.fromkeys(r.shape for r in mine):
             group = [r for r in mine if r.shape == shape]
             ref = group[0]
@@ -277,7 +306,8 @@ def to_markdown(rows: list[Row], command: str) -> str:
                 ratio = f"{r.host_us / ref.host_us:.2f}x" if r is not ref else "-"
                 bench = f"{r.bench_figure:,.1f}" if r.bench_figure else "-"
                 share = f"{100 * r.figure / r.bench_figure:.0f}%" if r.bench_figure else "-"
+                probe = f"{r.probe_us:.1f}" if r.probe_us is not None else "-"
                 out.append(f"| {shape} | {r.call} | {r.impl or '-'} | {r.host_us:.1f} | {ratio} | {r.figure:,.1f} | "
-                           f"{bench} | {share} | {r.clocks} |")
+                           f"{bench} | {share} | {r.clocks} | {probe} |")
         out.append("")
     return "\n".join(out)

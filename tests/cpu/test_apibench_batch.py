@@ -32,19 +32,38 @@ def test_host_us_runs_each_function_batch_times_a_round():
 def test_the_table_shows_the_clocks_beside_the_figures():
     rows = [apibench.Row("hgemm torch bf16", "4096x4096x4096", "torch.mm", 16.0, 690.0, "TFLOP/s", loop_mhz=1620),
             apibench.Row("hgemm torch bf16", "4096x4096x4096", "Matmul.execute()", 6.0, 660.0, "TFLOP/s", "cublas",
-                         730.0, loop_mhz=1590, bench_mhz=1980),
+                         730.0, loop_mhz=1590, bench_mhz=1980, probe_us=4.9),
             apibench.Row("hgemm torch bf16", "64x64x64", "torch.mm", 16.0, 0.1, "TFLOP/s")]
     text = apibench.to_markdown(rows, "gemmlab bench --api hgemm")
-    assert "| 4096x4096x4096 | torch.mm | - | 16.0 | - | 690.0 | - | - | 1620 |" in text
-    assert "| 90% | 1590 / 1980 |" in text
-    assert text.rstrip().splitlines()[-1].endswith("| - | - | - |"), "no NVML: no clock"
+    assert "| 4096x4096x4096 | torch.mm | - | 16.0 | - | 690.0 | - | - | 1620 | - |" in text
+    assert "| 90% | 1590 / 1980 | 4.9 |" in text
+    assert text.rstrip().splitlines()[-1].endswith("| - | - | - | - |"), "no NVML, no probe: dashes"
+    assert "host probe us" in text.splitlines()[2], "the probe column is explained above the tables"
 
 
 def test_a_loop_reports_its_lowest_clock_or_none_without_nvml():
     calls = []
-    seconds, mhz = apibench._loop_seconds(lambda: calls.append(1), lambda: None, 0.01)
+    seconds, mhz, probe = apibench._loop_seconds(lambda: calls.append(1), lambda: None, 0.01)
     assert len(calls) == 1 + apibench.LOOP_REPEATS * 5 and seconds >= 0  # a warm-up, then the loops
     assert mhz is None or mhz > 0
+    assert probe > 0
+
+
+def test_the_probe_reads_the_hosts_speed_outside_the_timed_loops(monkeypatch):
+    """One reading before each loop and one after the last, the median reported; a loop's calls
+    never run while a probe does."""
+    events, readings = [], iter([3.0, 9.0, 2.0, 2.5])
+    monkeypatch.setattr(apibench, "host_probe_us", lambda: events.append("probe") or next(readings))
+    _, _, probe = apibench._loop_seconds(lambda: events.append("call"), lambda: events.append("sync"), 0.01)
+    assert probe == 2.75  # the median of 3.0, 9.0, 2.0 and 2.5
+    assert events[:2] == ["call", "sync"], "the warm-up call comes before any reading"
+    loops = "".join("p" if e == "probe" else ("s" if e == "sync" else "c") for e in events[2:])
+    assert loops == ("p" + "c" * 5 + "s") * apibench.LOOP_REPEATS + "p"
+
+
+def test_the_probe_is_a_fixed_workload():
+    assert apibench._probe_work() == sum(range(300))
+    assert 0 < apibench.host_probe_us() < 10_000
 
 
 def test_the_work_estimate_is_a_warm_call_not_the_first():
