@@ -10,11 +10,14 @@ sample names the CPU it ran on. At the end: the fastest reading, and how many sa
 more than 1.5x that (the "slow phase"). --per-cpu first pins the process to each allowed CPU in
 turn (a few readings each); --pin keeps it on one CPU for the whole series.
 
-What it showed on the lent H100 (2026-11-26): every reading is in one of two bands, one about
-twice the other (torch.empty_like 1.7-1.9 us or 3.3-3.9 us; torch.mm 12-13 us or 17-21 us),
-switching every 0.5-3 s. About 60% of samples were in the slow band, on an idle VM (load
-average 0.1) whose CPUs the process did not leave; pinned to a CPU that probed fast, the series
-switched all the same. The speed belongs to the virtual CPU's moment, not to the process.
+What it showed on the lent machines (2026-11-26, `--per-cpu --seconds 25`, twice on an H100, once
+on an H200; docs/results/h*-host-speed-session28*.txt): nearly every reading sits in one of two bands,
+one about twice the other (the probe about 1.8-2.0 us or 3-4 us; torch.empty_like 1.7-1.9 or
+3.3-3.9; torch.mm 11.4-13.4 or 16-21), and the band changes every second or so. 44-48 of about
+100 readings of the probe and of empty_like were in the slow band, on an idle VM (load average
+0.1-0.7). Pinned to each CPU in turn, 3 to 9 of the 16 read slow, and a different set each time. An
+earlier version of this script, pinned for 40 s to a CPU that had just probed fast (H100), saw
+96 of 159 readings slow. The speed belongs to the virtual CPU's moment, not to the process.
 """
 from __future__ import annotations
 
