@@ -11,13 +11,14 @@ more than 1.5x that (the "slow phase"). --per-cpu first pins the process to each
 turn (a few readings each); --pin keeps it on one CPU for the whole series.
 
 What it showed on the lent machines (2026-11-26, `--per-cpu --seconds 25`, twice on an H100, once
-on an H200; docs/results/h*-host-speed-session28*.txt): nearly every reading sits in one of two bands,
-one about twice the other (the probe about 1.8-2.0 us or 3-4 us; torch.empty_like 1.7-1.9 or
-3.3-3.9; torch.mm 11.4-13.4 or 16-21), and the band changes every second or so. 44-48 of about
-100 readings of the probe and of empty_like were in the slow band, on an idle VM (load average
-0.1-0.7). Pinned to each CPU in turn, 3 to 9 of the 16 read slow, and a different set each time. An
-earlier version of this script, pinned for 40 s to a CPU that had just probed fast (H100), saw
-96 of 159 readings slow. The speed belongs to the virtual CPU's moment, not to the process.
+on an H200; docs/results/h*-host-speed-session28*.txt): the readings fall in two groups, one
+about twice the other. The probe read 1.8-2.2 us or 2.9-4.9 us, with 4-12 of about 100 readings
+in between (a reading that spans a switch); torch.empty_like 1.7-2.2 or 2.9-6.5 us. The group
+changes every second or so. 41-44 of about 100 probe readings, and 43-50 of empty_like's, were
+in the slow group, on an idle VM (load average 0.1-0.7). Pinned to each CPU in turn, 3 to 9 of
+the 16 read slow, and a different set each time. An earlier version of this script, pinned for
+40 s to a CPU that had just probed fast (H100), saw 96 of 159 readings slow (its output is not
+kept). The speed belongs to the virtual CPU's moment, not to the process.
 """
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ from gemmlab.apibench import host_probe_us  # noqa: E402
 SLOW = 1.5  # a reading this many times the fastest is in the slow band
 
 
-def _cpu_now():
-    """The CPU this thread runs on (glibc's sched_getcpu), or None where it is not there."""
+def _cpu_reader():
+    """A function giving the CPU this thread runs on (glibc's sched_getcpu), or None where glibc
+    has none."""
     try:
         libc = ctypes.CDLL(None)
         libc.sched_getcpu.restype = ctypes.c_int
@@ -79,16 +81,18 @@ def sample(calls: dict) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description="Sample this host's CPU speed over time (and per CPU): the "
+                                 "evidence behind `gemmlab bench --api`'s host probe column.")
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--per-cpu", action="store_true", help="pin to each allowed CPU in turn first")
     ap.add_argument("--pin", type=int, default=None, help="stay on this CPU for the series")
     args = ap.parse_args()
     allowed = sorted(os.sched_getaffinity(0))
+    if not args.seconds > 0:
+        ap.error(f"--seconds must be above 0, not {args.seconds}")
     if args.pin is not None and args.pin not in allowed:
-        print(f"error: --pin {args.pin}: not one of this process's CPUs {allowed}", file=sys.stderr)
-        return 2
-    calls, cpu_now = _torch_calls(), _cpu_now()
+        ap.error(f"--pin {args.pin}: not one of this process's CPUs {allowed}")
+    calls, cpu_now = _torch_calls(), _cpu_reader()
     for _ in range(3):
         sample(calls)  # warm: the first torch calls build what later ones reuse
     print(f"CPUs {allowed}; load average {os.getloadavg()[0]:.2f}")
@@ -118,4 +122,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main))

@@ -16,7 +16,8 @@ And the host's own speed beside each loop (`host_probe_us`): the lent GPU machin
 and their CPUs alternate between two speeds, one about half the other, every second or so,
 whatever the process does and on whichever CPU it is pinned (session 28, scripts/host_speed.py).
 A host-bound loop run in the slow phase reads up to 2x slower, the library's as much as ours;
-the probe says which phase a row was measured in.
+the probe says which phase a row's loop was measured in. (The host-time columns come from
+rounds taken before the loops, interleaved between the calls compared, and have no probe.)
 Beside them, `gemmlab bench`'s figure for the same implementation at the same shape (cold L2,
 median of event-timed launches, same run), so a path that wins in the harness and loses through
 the API shows up. Rows: torch.mm / torch.sum / cupy.matmul / cupy.sum (the references), the
@@ -37,16 +38,16 @@ DRAIN_S = 0.25  # GPU seconds one batch may queue: each round waits for them, an
 #                 8192^3 SGEMMs (20 ms each) would spend 22 s per call waiting, not measuring
 
 
-PROBE_CALLS = 20  # repetitions of the probe's workload per reading
+PROBE_CALLS = 20  # about 40 us a reading: far above the timer's resolution, far below a phase (~1 s)
 
 
 def _probe_work() -> int:
-    return sum(range(300))  # pure Python, no allocation that grows: about 2-3 us on a quiet host
+    return sum(range(300))  # pure Python, nothing allocated that grows
 
 
 def host_probe_us() -> float:
-    """Microseconds of a fixed pure-Python workload: the same on every run of a quiet host, about
-    twice as long while the lent machines' CPUs are in their slow phase."""
+    """Microseconds of a fixed pure-Python workload: about 1.8-2 us in the lent machines' fast
+    phase, 3-4.5 us in their slow one (session 28, scripts/host_speed.py)."""
     start = time.perf_counter()
     for _ in range(PROBE_CALLS):
         _probe_work()
@@ -72,7 +73,7 @@ class Row:
     bench_figure: float | None = None  # gemmlab bench's figure for impl at this shape
     loop_mhz: int | None = None  # the lowest SM clock during the loop (None without NVML)
     bench_mhz: int | None = None  # ... and during bench's timed launches
-    probe_us: float | None = None  # host_probe_us beside the loop (median of its readings)
+    probe_us: float | None = None  # host_probe_us beside the loops (median of one reading before each)
     notes: list = field(default_factory=list)
 
     @property
@@ -105,7 +106,7 @@ def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: 
     return [statistics.median(t) for t in times]
 
 
-LOOP_REPEATS = 3  # loops per throughput figure; the median is reported
+LOOP_REPEATS = 3  # loops per throughput figure, the median reported; odd, so the probe's median is one reading
 
 
 def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None],
@@ -115,8 +116,9 @@ def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None],
     and the lowest SM clock seen during it. The median of LOOP_REPEATS such loops, each ended by
     a sync: one loop is at the mercy of a single host stall (session 21, H200: rows that read
     57-79% of bench in one run read 84-142% in the next, beside library rows that had slowed
-    1.3-2.5x in the same block). Third: the median host_probe_us read before each loop and after
-    the last (outside the timed spans)."""
+    1.3-2.5x in the same block). Third: the median of host_probe_us read just before each loop,
+    outside the timed span (an odd count, so the median is one phase's reading, not the mean of
+    two)."""
     from .cuda.nvml import ClockSampler
 
     calls = max(5, min(2000, int(0.05 / max(work_s, 1e-7))))
@@ -131,7 +133,6 @@ def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None],
                 fn()
             sync()
             per_call.append((time.perf_counter() - start) / calls)
-        probes.append(host_probe_us())
     return statistics.median(per_call), clocks.min_clock, statistics.median(probes)
 
 
@@ -285,12 +286,21 @@ def run(kinds=GEMM_KINDS + SUM_KINDS, gemm_sizes=DEFAULT_GEMM_SIZES, sum_sizes=D
     return rows
 
 
+def live_line(row: Row) -> str:
+    """A row as `gemmlab bench --api` prints it while it runs."""
+    bench = f"  bench {row.bench_figure:,.1f}" if row.bench_figure else ""
+    probe = f"  probe {row.probe_us:.1f} us" if row.probe_us is not None else ""
+    return (f"{row.case:20} {row.shape:>15}  {row.call:36} {row.impl:>16}  {row.host_us:8.1f} us/call  "
+            f"{row.figure:10,.1f} {row.unit}{bench}  {row.clocks} MHz{probe}")
+
+
 def to_markdown(rows: list[Row], command: str) -> str:
     """One table per case: every call's host time and throughput, and the ratios the targets use."""
     out = [f"Command: `{command}`", "",
-           "host probe us: a fixed pure-Python workload timed beside each loop. It reads about the same "
-           "throughout a run on a quiet host; where it doubles, the host CPU was in a slow phase and "
-           "host-bound rows (the reference's too) read slower for it.", ""]
+           "host probe us: a fixed pure-Python workload timed just before each loop. It reads about the same "
+           "throughout a run on a quiet host; where it doubles, the host CPU was in a slow phase and the "
+           "loops of host-bound rows (the reference's too) read slower for it. The host us columns are "
+           "measured apart from the loops, in interleaved rounds.", ""]
     for case in dict.fromkeys(r.case for r in rows):
         mine = [r for r in rows if r.case == case]
         unit = mine[0].unit

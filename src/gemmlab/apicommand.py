@@ -39,12 +39,7 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
 
     device()  # no GPU: one line, before anything runs
 
-    def show(row):
-        bench = f"  bench {row.bench_figure:,.1f}" if row.bench_figure else ""
-        console.print(f"{row.case:20} {row.shape:>15}  {row.call:36} {row.impl:>16}  {row.host_us:8.1f} us/call  "
-                      f"{row.figure:10,.1f} {row.unit}{bench}  {row.clocks} MHz")
-
-    rows = apibench.run(kinds, gemm_sizes, sum_sizes, on_row=show)
+    rows = apibench.run(kinds, gemm_sizes, sum_sizes, on_row=lambda row: console.print(apibench.live_line(row)))
     text = apibench.to_markdown(rows, command_line())
     if markdown is not None:
         markdown.write_text(text + "\n")

@@ -50,20 +50,32 @@ def test_a_loop_reports_its_lowest_clock_or_none_without_nvml():
 
 
 def test_the_probe_reads_the_hosts_speed_outside_the_timed_loops(monkeypatch):
-    """One reading before each loop and one after the last, the median reported; a loop's calls
-    never run while a probe does."""
-    events, readings = [], iter([3.0, 9.0, 2.0, 2.5])
-    monkeypatch.setattr(apibench, "host_probe_us", lambda: events.append("probe") or next(readings))
-    _, _, probe = apibench._loop_seconds(lambda: events.append("call"), lambda: events.append("sync"), 0.01)
-    assert probe == 2.75  # the median of 3.0, 9.0, 2.0 and 2.5
-    assert events[:2] == ["call", "sync"], "the warm-up call comes before any reading"
-    loops = "".join("p" if e == "probe" else ("s" if e == "sync" else "c") for e in events[2:])
-    assert loops == ("p" + "c" * 5 + "s") * apibench.LOOP_REPEATS + "p"
+    """One reading just before each loop, outside its timed span (the clock read after the
+    reading, the loop's calls and sync between the two clock reads); the median reported."""
+    events, readings = [], iter([3.0, 9.0, 2.0])
+    real_clock = apibench.time.perf_counter
+    monkeypatch.setattr(apibench, "host_probe_us", lambda: events.append("p") or next(readings))
+    monkeypatch.setattr(apibench.time, "perf_counter", lambda: events.append("t") or real_clock())
+    _, _, probe = apibench._loop_seconds(lambda: events.append("c"), lambda: events.append("s"), 0.01)
+    assert probe == 3.0  # the median of 3.0, 9.0 and 2.0: one reading, never a mean of two phases
+    assert apibench.LOOP_REPEATS % 2 == 1
+    assert "".join(events) == "cs" + ("pt" + "c" * 5 + "st") * apibench.LOOP_REPEATS
 
 
-def test_the_probe_is_a_fixed_workload():
-    assert apibench._probe_work() == sum(range(300))
-    assert 0 < apibench.host_probe_us() < 10_000
+def test_a_probe_reading_is_per_repetition_of_its_workload(monkeypatch):
+    ticks = iter([10.0, 10.0 + apibench.PROBE_CALLS * 2e-6])
+    monkeypatch.setattr(apibench.time, "perf_counter", lambda: next(ticks))
+    assert abs(apibench.host_probe_us() - 2.0) < 1e-6
+
+
+def test_the_live_line_shows_the_probe_where_there_is_one():
+    """The console line of each row, as `gemmlab bench --api` prints it while it runs."""
+    row = apibench.Row("sgemm torch", "512x512x512", "gemmlab.sgemm(A, B)", 7.1, 19.4, "TFLOP/s", "cublas",
+                       15.8, loop_mhz=1980, bench_mhz=1965, probe_us=3.5)
+    line = apibench.live_line(row)
+    assert line.endswith("1980 / 1965 MHz  probe 3.5 us") and "bench 15.8" in line and "7.1 us/call" in line
+    row.probe_us = None
+    assert apibench.live_line(row).endswith("1980 / 1965 MHz")
 
 
 def test_the_work_estimate_is_a_warm_call_not_the_first():

@@ -37,6 +37,8 @@ def _run(*args):
     (("scripts/profile_hgemm.py", "persistent", "fp64", "64"), "invalid choice: 'fp64'"),
     (("scripts/build_dispatch.py", "--merge", "no-such-part.json", "--out", "x.json"), "no-such-part.json"),
     (("scripts/cluster_scaling.py", "--modes", "local1,fast", "--out", "x"), "--modes: unknown fast"),
+    (("scripts/host_speed.py", "--seconds", "0"), "--seconds must be above 0, not 0.0"),
+    (("scripts/host_speed.py", "--pin", "100000"), "--pin 100000: not one of this process's CPUs"),
 ], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
 def test_bad_input_is_an_error_line_and_exit_2(args, message):
     r = _run(*args)
