@@ -25,3 +25,21 @@ def test_out_of_memory_is_one_line_and_keeps_rows(tmp_path, capsys):
     assert code == 2 and "out of GPU memory" in err and len(err.strip().splitlines()) == 1
     statuses = sqlite3.connect(db).execute("SELECT status FROM results").fetchall()
     assert statuses == [("PASS",)], "the point measured before the failure is kept"
+
+
+def test_bench_api_end_to_end(tmp_path, capsys):
+    """`gemmlab bench --api` at one small shape: every call timed beside the framework's, a bench
+    figure where the shape is large enough, and the host probe read beside every loop."""
+    md = tmp_path / "api.md"
+    code = main(["bench", "--api", "sgemm,reduce", "--sizes", "512", "--n", "1048576", "--markdown", str(md)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "probe" in out and "us/call" in out
+    rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| 512x512x512 |") or ln.startswith("| 1048576 |")]
+    assert len(rows) == 2 * 4 + 2 * 3, rows  # torch and CuPy: the reference, two calls and a plan (sums: one call)
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 10 and float(cells[3]) > 0 and float(cells[5].replace(",", "")) > 0, row
+        assert float(cells[9]) > 0, "the host probe is read beside every loop"
+        if cells[1].startswith(("gemmlab", "Matmul", "Sum")):
+            assert cells[7].endswith("%"), "a gemmlab row has its bench figure beside it"
