@@ -12,7 +12,8 @@
 # machine; GPU_CHECK_CPU=1 adds them here); it no longer fits a 10-minute device call (575 s for
 # 85% of it on an H200, session 10), so "tests-hgemm" (tests/gpu/test_hgemm_*.py), "tests-profile"
 # (tests/gpu/test_profile.py, the ncu runs) and "tests-other" (the rest) run its parts, each
-# within one. Likewise "sanitizer" (six of its
+# within one (tests-other: 240 s to past 450 s on one H200 and tree in session 28, as the lent
+# VM's CPU ran fast or slow: scripts/host_speed.py; give it the whole call). Likewise "sanitizer" (six of its
 # eight runs took 560 s on an H100, session 10; it has fourteen since) splits into "sanitizer-memcheck" and "sanitizer-racecheck", and
 # racecheck (570 s on an H100, session 11) again into "sanitizer-racecheck-hgemm" (the tensor-core
 # rungs' sweep) and "sanitizer-racecheck-other" (sgemm, bgemm, reduce). The hgemm sweep under
