@@ -13,6 +13,7 @@ KINDS = {"sgemm": ("sgemm torch", "sgemm cupy"),
 
 def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path | None) -> None:
     from . import apibench
+    from .apitargets import summary
     from .harness.session import command_line
     from .harness.ui import console
     from .ops.reduce import parse_sizes
@@ -40,7 +41,9 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
     device()  # no GPU: one line, before anything runs
 
     rows = apibench.run(kinds, gemm_sizes, sum_sizes, on_row=lambda row: console.print(apibench.live_line(row)))
-    text = apibench.to_markdown(rows, command_line())
+    targets = "\n".join(summary(rows))
+    console.print(targets, markup=False, highlight=False)
+    text = apibench.to_markdown(rows, command_line()) + "\n" + targets
     if markdown is not None:
         markdown.write_text(text + "\n")
         console.print(f"wrote {markdown}")

@@ -1,0 +1,92 @@
+"""`gemmlab bench --api`'s rows read against issue 13's targets: one table under the run's own
+tables, so a published run says what it met without a script beside it.
+
+The targets (host time, plans, sums, loops) are the issue's; the loop rows it counts are GEMMs from
+512^3 and sums from 2^20 elements (smaller calls are host-bound on any host, the framework's as
+much as ours). A loop that misses is labelled with what the row itself recorded beside it: the
+host probe against the run's fastest reading (the lent machines' CPUs run at two speeds), and the
+loop's lowest SM clock against bench's (a power-capped loop clocks lower than bench's bursts)."""
+from __future__ import annotations
+
+from .apibench import Row
+
+HOST_RATIO_MAX = 1.5  # a plain call's host time against the framework's own call
+PLAN_US_MAX = 10.0  # a plan's execute()
+LOOP_SHARE_MIN = 0.95  # a loop of calls against bench's figure for the same implementation
+LOOP_FROM_GEMM = 512 ** 3  # M*N*K from which GEMM loops count
+LOOP_FROM_SUM = 1 << 20  # elements from which sum loops count
+SLOW_PROBE = 1.5  # a probe this many times the run's fastest reading: the host's slow phase
+LOW_CLOCK = 0.9  # a loop clocked below this share of bench's lowest clock
+
+
+def _size(shape: str) -> int:
+    """M*N*K of "MxNxK", or the element count of a sum's "n"."""
+    size = 1
+    for part in shape.split("x"):
+        size *= int(part)
+    return size
+
+
+def counted(row: Row) -> bool:
+    """Whether issue 13's loop target counts this row: one of gemmlab's, with a bench figure, large enough."""
+    if not (row.impl and row.bench_figure):
+        return False
+    return _size(row.shape) >= (LOOP_FROM_SUM if row.case.startswith("reduce") else LOOP_FROM_GEMM)
+
+
+def _why(row: Row, fastest_probe: float | None) -> str:
+    """What the row recorded beside a loop that missed: a slow host, a low clock, or neither."""
+    signs = []
+    if row.probe_us is not None and fastest_probe:
+        ratio = row.probe_us / fastest_probe
+        signs.append(f"probe {row.probe_us:.1f} us, {ratio:.1f}x the run's fastest"
+                     + (": slow host" if ratio >= SLOW_PROBE else ""))
+    if row.loop_mhz and row.bench_mhz:
+        signs.append(f"{row.loop_mhz} / {row.bench_mhz} MHz"
+                     + (": clocked down" if row.loop_mhz < LOW_CLOCK * row.bench_mhz else ""))
+    return "; ".join(signs)
+
+
+def _span(values: list[float], fmt: str) -> str:
+    return f"{fmt.format(min(values))}-{fmt.format(max(values))}" if values else "-"
+
+
+def summary(rows: list[Row]) -> list[str]:
+    """Markdown lines: one table of issue 13's targets as this run measured them."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.case, row.shape), []).append(row)
+    plain, sums, plans = [], [], []
+    for group in groups.values():
+        ref = group[0]
+        for row in group[1:]:
+            if not row.impl:
+                continue  # a second reference (torch.mm with an fp32 C)
+            if row.call.endswith(".execute()"):
+                plans.append(row.host_us)
+            else:
+                (sums if row.case.startswith("reduce") else plain).append(row.host_us / ref.host_us)
+    loops = [r for r in rows if counted(r)]
+    missed = [r for r in loops if r.figure < LOOP_SHARE_MIN * r.bench_figure]
+    probes = [r.probe_us for r in rows if r.probe_us]
+    fastest = min(probes) if probes else None
+
+    def verdict(values: list[float], ok) -> str:
+        return "-" if not values else ("met" if all(ok(v) for v in values) else "not met")
+
+    lines = ["**Against issue 13's targets** (this run's rows; loops counted: GEMMs from 512^3, sums from "
+             "2^20 elements)", "", "| target | measured | |", "| --- | --- | --- |",
+             f"| plain calls' host time <= {HOST_RATIO_MAX}x the framework's call | {_span(plain, '{:.2f}x')} | "
+             f"{verdict(plain, lambda v: v <= HOST_RATIO_MAX)} |",
+             f"| plans' execute() <= {PLAN_US_MAX:g} us | {_span(plans, '{:.1f} us')} | "
+             f"{verdict(plans, lambda v: v <= PLAN_US_MAX)} |",
+             f"| reduce_sum's host time <= {HOST_RATIO_MAX}x the framework's sum | {_span(sums, '{:.2f}x')} | "
+             f"{verdict(sums, lambda v: v <= HOST_RATIO_MAX)} |",
+             f"| loops >= {LOOP_SHARE_MIN:.0%} of bench | {len(loops) - len(missed)} of {len(loops)} rows | "
+             f"{'-' if not loops else ('met' if not missed else 'not met')} |", ""]
+    if missed:
+        lines += ["Loops below it:", ""]
+        lines += [f"- {r.case} {r.shape} {r.call} ({r.impl}): {r.figure / r.bench_figure:.0%} of bench "
+                  f"({_why(r, fastest)})" for r in missed]
+        lines.append("")
+    return lines

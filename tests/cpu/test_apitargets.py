@@ -1,0 +1,90 @@
+"""`gemmlab bench --api`'s rows read against issue 13's targets (gemmlab.apitargets)."""
+from gemmlab import apitargets
+from gemmlab.apibench import Row
+
+
+def _rows(case, shape, ref_us, calls, unit="TFLOP/s"):
+    """A reference row, then gemmlab's: (call, host us, loop figure, bench figure, probe, loop / bench MHz)."""
+    rows = [Row(case, shape, "torch.mm", ref_us, 10.0, unit, probe_us=2.0)]
+    for call, host, figure, bench, probe, mhz in calls:
+        rows.append(Row(case, shape, call, host, figure, unit, "cublas", bench, mhz[0], mhz[1], probe))
+    return rows
+
+
+def _table(lines):
+    return {ln.split(" | ")[0].lstrip("| "): ln for ln in lines if ln.startswith("| ") and "---" not in ln}
+
+
+def test_a_run_that_meets_every_target():
+    rows = (_rows("sgemm torch", "512x512x512", 12.0, [("gemmlab.sgemm(A, B)", 7.0, 19.0, 16.0, 1.9, (1980, 1980)),
+                                                      ("Matmul.execute()", 2.5, 19.0, 16.0, 1.9, (1980, 1980))])
+            + _rows("reduce torch", "1048576", 15.0, [("gemmlab.reduce_sum(x)", 6.0, 500.0, 470.0, 1.8, (1980, 1980))],
+                    "GB/s"))
+    lines = apitargets.summary(rows)
+    table = _table(lines)
+    assert table["plain calls' host time <= 1.5x the framework's call"].endswith("| 0.58x-0.58x | met |")
+    assert table["plans' execute() <= 10 us"].endswith("| 2.5 us-2.5 us | met |")
+    assert table["reduce_sum's host time <= 1.5x the framework's sum"].endswith("| 0.40x-0.40x | met |")
+    assert table["loops >= 95% of bench"].endswith("| 3 of 3 rows | met |")
+    assert not any(ln.startswith("Loops below") for ln in lines)
+
+
+def test_misses_are_labelled_with_the_probe_and_the_clock():
+    rows = (_rows("hgemm torch bf16", "512x512x512", 12.0, [("gemmlab.hgemm(A, B)", 12.4, 22.0, 36.0, 3.6, (1980, 1980))])
+            + _rows("hgemm torch bf16", "4096x4096x4096", 14.0,
+                    [("Matmul.execute()", 3.5, 605.0, 745.0, 1.8, (1275, 1980)),
+                     ("gemmlab.hgemm(A, B, C)", 16.0, 744.0, 745.0, 1.9, (1980, 1980))]))
+    lines = apitargets.summary(rows)
+    table = _table(lines)
+    assert table["loops >= 95% of bench"].endswith("| 1 of 3 rows | not met |")
+    assert table["plain calls' host time <= 1.5x the framework's call"].endswith("| 1.03x-1.14x | met |")
+    below = [ln for ln in lines if ln.startswith("- ")]
+    assert below == [
+        "- hgemm torch bf16 512x512x512 gemmlab.hgemm(A, B) (cublas): 61% of bench "
+        "(probe 3.6 us, 2.0x the run's fastest: slow host; 1980 / 1980 MHz)",
+        "- hgemm torch bf16 4096x4096x4096 Matmul.execute() (cublas): 81% of bench "
+        "(probe 1.8 us, 1.0x the run's fastest; 1275 / 1980 MHz: clocked down)"]
+
+
+def test_a_plain_call_past_the_host_target_is_not_met():
+    rows = _rows("sgemm cupy", "64x64x64", 10.0, [("gemmlab.sgemm(A, B)", 16.0, 0.1, None, 2.0, (1980, None))])
+    table = _table(apitargets.summary(rows))
+    assert table["plain calls' host time <= 1.5x the framework's call"].endswith("| 1.60x-1.60x | not met |")
+    assert table["loops >= 95% of bench"].endswith("| 0 of 0 rows | - |"), "64^3 is not counted"
+
+
+def test_which_rows_the_loop_target_counts():
+    def row(case, shape, impl="cublas", bench=1.0):
+        return Row(case, shape, "x", 1.0, 1.0, "u", impl, bench)
+
+    assert apitargets.counted(row("sgemm torch", "512x512x512"))
+    assert apitargets.counted(row("sgemm torch", "1000x3000x2000"))
+    assert not apitargets.counted(row("sgemm torch", "256x1024x511"))  # below 512^3 elements of work
+    assert not apitargets.counted(row("sgemm torch", "512x512x512", impl=""))  # a reference
+    assert not apitargets.counted(row("sgemm torch", "512x512x512", bench=None))  # nothing to compare with
+    assert apitargets.counted(row("reduce cupy", "1048576")) and not apitargets.counted(row("reduce cupy", "1048575"))
+
+
+def test_a_published_run_reads_as_its_notes_said():
+    """Session 28's H100 call 6 (docs/results/h100-api-bench-session28-probe-a.md), parsed back into
+    rows: 16 calls and 6 plans below 95% of 87 counted, as the session's note lists them."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "docs/results/h100-api-bench-session28-probe-a.md"
+    rows, case = [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("**"):
+            case = line.split("**")[1]
+        elif line.startswith("| ") and not line.startswith(("| shape", "| ---")):
+            c = [x.strip() for x in line.strip().strip("|").split("|")]
+            mhz = [int(m) if m.strip().isdigit() else None for m in c[8].split("/")] + [None]
+            rows.append(Row(case, c[0], c[1], float(c[3]), float(c[5].replace(",", "")),
+                            "GB/s" if case.startswith("reduce") else "TFLOP/s", "" if c[2] == "-" else c[2],
+                            float(c[6].replace(",", "")) if c[6] != "-" else None, mhz[0], mhz[1], float(c[9])))
+    lines = apitargets.summary(rows)
+    table = _table(lines)
+    assert table["loops >= 95% of bench"].endswith("| 65 of 87 rows | not met |")
+    assert table["plans' execute() <= 10 us"].endswith("| 2.5 us-5.2 us | met |")
+    assert table["plain calls' host time <= 1.5x the framework's call"].endswith("| 0.22x-0.71x | met |")
+    slow = [ln for ln in lines if ln.endswith(": slow host; 1980 / 1980 MHz)")]
+    assert len(slow) == 3 and all("512x512x512" in ln or "1048576" in ln for ln in slow), slow
