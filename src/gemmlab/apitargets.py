@@ -47,8 +47,9 @@ def _why(row: Row, fastest_probe: float | None) -> str:
     return "; ".join(signs)
 
 
-def _span(values: list[float], fmt: str) -> str:
-    return f"{fmt.format(min(values))}-{fmt.format(max(values))}" if values else "-"
+def _span(values: list[float], unit: str, digits: int) -> str:
+    """"0.22-0.71x", "2.5-5.2 us": the range of a target's values, "-" where the run has none."""
+    return f"{min(values):.{digits}f}-{max(values):.{digits}f}{unit}" if values else "-"
 
 
 def summary(rows: list[Row]) -> list[str]:
@@ -76,11 +77,11 @@ def summary(rows: list[Row]) -> list[str]:
 
     lines = ["**Against issue 13's targets** (this run's rows; loops counted: GEMMs from 512^3, sums from "
              "2^20 elements)", "", "| target | measured | |", "| --- | --- | --- |",
-             f"| plain calls' host time <= {HOST_RATIO_MAX}x the framework's call | {_span(plain, '{:.2f}x')} | "
+             f"| plain calls' host time <= {HOST_RATIO_MAX}x the framework's call | {_span(plain, 'x', 2)} | "
              f"{verdict(plain, lambda v: v <= HOST_RATIO_MAX)} |",
-             f"| plans' execute() <= {PLAN_US_MAX:g} us | {_span(plans, '{:.1f} us')} | "
+             f"| plans' execute() <= {PLAN_US_MAX:g} us | {_span(plans, ' us', 1)} | "
              f"{verdict(plans, lambda v: v <= PLAN_US_MAX)} |",
-             f"| reduce_sum's host time <= {HOST_RATIO_MAX}x the framework's sum | {_span(sums, '{:.2f}x')} | "
+             f"| reduce_sum's host time <= {HOST_RATIO_MAX}x the framework's sum | {_span(sums, 'x', 2)} | "
              f"{verdict(sums, lambda v: v <= HOST_RATIO_MAX)} |",
              f"| loops >= {LOOP_SHARE_MIN:.0%} of bench | {len(loops) - len(missed)} of {len(loops)} rows | "
              f"{'-' if not loops else ('met' if not missed else 'not met')} |", ""]
