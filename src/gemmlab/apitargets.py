@@ -5,7 +5,10 @@ The targets (host time, plans, sums, loops) are the issue's; the loop rows it co
 512^3 and sums from 2^20 elements (smaller calls are host-bound on any host, the framework's as
 much as ours). A loop that misses is labelled with what the row itself recorded beside it: the
 host probe against the run's fastest reading (the lent machines' CPUs run at two speeds), and the
-loop's lowest SM clock against bench's (a power-capped loop clocks lower than bench's bursts)."""
+loop's lowest SM clock against bench's (a power-capped loop clocks lower than bench's bursts).
+The probe's range over the run is printed too: a relative mark cannot see a run that was slow
+from start to end (session 28: an H200 run whose probe read 3.8-4.9 us throughout, where other
+runs on these machines read 1.8-2.2 us in their fast phase)."""
 from __future__ import annotations
 
 from .apibench import Row
@@ -85,6 +88,10 @@ def summary(rows: list[Row]) -> list[str]:
              f"{verdict(sums, lambda v: v <= HOST_RATIO_MAX)} |",
              f"| loops >= {LOOP_SHARE_MIN:.0%} of bench | {len(loops) - len(missed)} of {len(loops)} rows | "
              f"{'-' if not loops else ('met' if not missed else 'not met')} |", ""]
+    if probes:  # the relative mark cannot see a run that was slow from start to end: the range says so
+        lines += [f"Host probe over the run: {min(probes):.1f}-{max(probes):.1f} us. A loop whose probe read "
+                  f"{SLOW_PROBE}x the run's fastest or more is marked slow host; a run whose fastest reading is "
+                  "itself high against another run's on the same machine was slow throughout.", ""]
     if missed:
         lines += ["Loops below it:", ""]
         lines += [f"- {r.case} {r.shape} {r.call} ({r.impl}): {r.figure / r.bench_figure:.0%} of bench "

@@ -27,6 +27,7 @@ def test_a_run_that_meets_every_target():
     assert table["reduce_sum's host time <= 1.5x the framework's sum"].endswith("| 0.40-0.40x | met |")
     assert table["loops >= 95% of bench"].endswith("| 3 of 3 rows | met |")
     assert not any(ln.startswith("Loops below") for ln in lines)
+    assert any(ln.startswith("Host probe over the run: 1.8-2.0 us.") for ln in lines)
 
 
 def test_misses_are_labelled_with_the_probe_and_the_clock():
