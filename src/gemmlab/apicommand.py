@@ -41,7 +41,7 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
     device()  # no GPU: one line, before anything runs
 
     rows = apibench.run(kinds, gemm_sizes, sum_sizes, on_row=lambda row: console.print(apibench.live_line(row)))
-    targets = "\n".join(summary(rows))
+    targets = "\n".join(summary(rows)).rstrip("\n")
     console.print(targets, markup=False, highlight=False)
     text = apibench.to_markdown(rows, command_line()) + "\n" + targets
     if markdown is not None:

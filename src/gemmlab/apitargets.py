@@ -41,7 +41,7 @@ def _why(row: Row, fastest_probe: float | None) -> str:
     """What the row recorded beside a loop that missed: a slow host, a low clock, or neither."""
     signs = []
     if row.probe_us is not None and fastest_probe:
-        ratio = row.probe_us / fastest_probe
+        ratio = round(row.probe_us / fastest_probe, 1)  # the mark follows the figure printed
         signs.append(f"probe {row.probe_us:.1f} us, {ratio:.1f}x the run's fastest"
                      + (": slow host" if ratio >= SLOW_PROBE else ""))
     if row.loop_mhz and row.bench_mhz:
@@ -94,7 +94,9 @@ def summary(rows: list[Row]) -> list[str]:
                   "itself high against another run's on the same machine was slow throughout.", ""]
     if missed:
         lines += ["Loops below it:", ""]
-        lines += [f"- {r.case} {r.shape} {r.call} ({r.impl}): {r.figure / r.bench_figure:.0%} of bench "
-                  f"({_why(r, fastest)})" for r in missed]
+        for r in missed:  # one decimal: a 94.6% miss must not read as 95%
+            why = _why(r, fastest)
+            lines.append(f"- {r.case} {r.shape} {r.call} ({r.impl}): {r.figure / r.bench_figure:.1%} of bench"
+                         + (f" ({why})" if why else ""))
         lines.append("")
     return lines

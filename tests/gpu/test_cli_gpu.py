@@ -34,7 +34,8 @@ def test_bench_api_end_to_end(tmp_path, capsys):
     code = main(["bench", "--api", "sgemm,reduce", "--sizes", "512", "--n", "1048576", "--markdown", str(md)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "probe" in out and "us/call" in out
+    assert "probe" in out and "us/call" in out and "Against issue 13's targets" in out
+    assert "| loops >= 95% of bench |" in md.read_text(), "the markdown ends with the targets"
     rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| 512x512x512 |") or ln.startswith("| 1048576 |")]
     assert len(rows) == 2 * 4 + 2 * 3, rows  # torch and CuPy: the reference, two calls and a plan (sums: one call)
     for row in rows:
