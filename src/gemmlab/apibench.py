@@ -3,21 +3,18 @@ frameworks' own calls in the same process and run.
 
 Two figures per call, on the same shapes and inputs:
 - host us/call: the wall time of a batch of back-to-back calls with no synchronisation (100, or
-  fewer for calls whose GPU work is long: see `host_batch`), divided by the batch, after one
-  untimed call: what a call costs the calling thread. The calls being compared take turns, batch by batch
-  (11 rounds, the median kept), so a noisy host (a VM) weighs on all of them alike. Batches are
-  small enough that the GPU's launch queue never fills, so the figure is host work.
+  fewer for calls whose GPU work is long: see `host_batch`), divided by the batch, after one untimed
+  call. The calls compared take turns, batch by batch (11 rounds, the median kept), so a noisy host
+  weighs on all alike; batches never fill the GPU's launch queue, so the figure is host work.
 - TFLOP/s (GB/s for sums): a loop of calls timed wall-clock from the first call to the end of the
   GPU work (synchronised once at the end): what a program gets.
 Beside them, the lowest SM clock NVML saw during the loop and during bench's timed launches:
 a loop of large tensor-core GEMMs draws full power for 50 ms and clocks lower than bench's
 bursts, and the clocks say so where the loop falls short of bench (torch.mm's loop with it).
-And the host's own speed beside each loop (`host_probe_us`): the lent GPU machines are virtual,
-and their CPUs alternate between two speeds, one about half the other, every second or so,
-whatever the process does and on whichever CPU it is pinned (session 28, scripts/host_speed.py).
-A host-bound loop run in the slow phase reads up to 2x slower, the library's as much as ours;
-the probe says which phase a row's loop was measured in. (The host-time columns come from
-rounds taken before the loops, interleaved between the calls compared, and have no probe.)
+And the host's own speed before each loop (`host_probe_us`): the lent GPU machines' CPUs switch
+between two speeds, one about half the other, pinned or not (session 28, scripts/host_speed.py),
+and a host-bound loop in the slow phase reads up to 2x slower, the library's as much as ours.
+(The host-time columns come from interleaved rounds before the loops, and have no probe.)
 Beside them, `gemmlab bench`'s figure for the same implementation at the same shape (cold L2,
 median of event-timed launches, same run), so a path that wins in the harness and loses through
 the API shows up. Rows: torch.mm / torch.sum / cupy.matmul / cupy.sum (the references), the
@@ -106,6 +103,7 @@ def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: 
     return [statistics.median(t) for t in times]
 
 
+BENCH_FROM_GEMM = 512 ** 3  # M*N*K from which a GEMM row gets bench's figure (and issue 13 counts its loop)
 LOOP_REPEATS = 3  # loops per throughput figure, the median reported; odd, so the probe's median is one reading
 
 
@@ -278,7 +276,7 @@ def run(kinds=GEMM_KINDS + SUM_KINDS, gemm_sizes=DEFAULT_GEMM_SIZES, sum_sizes=D
                 new = _sum_rows(kind, int(size), with_bench)
             else:
                 M, N, K = (size, size, size) if isinstance(size, int) else size
-                new = _gemm_rows(kind, M, N, K, with_bench and M * N * K >= 512 ** 3)
+                new = _gemm_rows(kind, M, N, K, with_bench and M * N * K >= BENCH_FROM_GEMM)
             for row in new:
                 rows.append(row)
                 if on_row:
@@ -294,6 +292,14 @@ def live_line(row: Row) -> str:
             f"{row.figure:10,.1f} {row.unit}{bench}  {row.clocks} MHz{probe}")
 
 
+def by_shape(rows: list[Row]) -> dict[tuple[str, str], list[Row]]:
+    """Rows by (case, shape), in run order; a group's first row, the framework's call, is its reference."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.case, row.shape), []).append(row)
+    return groups
+
+
 def to_markdown(rows: list[Row], command: str) -> str:
     """One table per case: every call's host time and throughput, and the ratios the targets use."""
     out = [f"Command: `{command}`", "",
@@ -301,16 +307,17 @@ def to_markdown(rows: list[Row], command: str) -> str:
            "throughout a run on a quiet host; where it doubles, the host CPU was in a slow phase and the "
            "loops of host-bound rows (the reference's too) read slower for it. The host us columns are "
            "measured apart from the loops, in interleaved rounds.", ""]
+    groups = by_shape(rows)
     for case in dict.fromkeys(r.case for r in rows):
-        mine = [r for r in rows if r.case == case]
-        unit = mine[0].unit
+        unit = next(r.unit for r in rows if r.case == case)
         out += [f"**{case}** (host us per call, back to back; {unit} of a loop of calls; bench = `gemmlab bench` "
                 f"figure of the same implementation, same run)", "",
                 f"| shape | call | impl | host us | x ref host | {unit} | bench {unit} | loop / bench | "
                 f"SM MHz, loop / bench | host probe us |",
                 "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        for shape in dict.fromkeys(r.shape for r in mine):
-            group = [r for r in mine if r.shape == shape]
+        for (of_case, shape), group in groups.items():
+            if of_case != case:
+                continue
             ref = group[0]
             for r in group:
                 ratio = f"{r.host_us / ref.host_us:.2f}x" if r is not ref else "-"

@@ -11,12 +11,11 @@ from start to end (session 28: an H200 run whose probe read 3.8-4.9 us throughou
 runs on these machines read 1.8-2.2 us in their fast phase)."""
 from __future__ import annotations
 
-from .apibench import Row
+from .apibench import BENCH_FROM_GEMM, Row, by_shape
 
 HOST_RATIO_MAX = 1.5  # a plain call's host time against the framework's own call
 PLAN_US_MAX = 10.0  # a plan's execute()
 LOOP_SHARE_MIN = 0.95  # a loop of calls against bench's figure for the same implementation
-LOOP_FROM_GEMM = 512 ** 3  # M*N*K from which GEMM loops count
 LOOP_FROM_SUM = 1 << 20  # elements from which sum loops count
 SLOW_PROBE = 1.5  # a probe this many times the run's fastest reading: the host's slow phase
 LOW_CLOCK = 0.9  # a loop clocked below this share of bench's lowest clock
@@ -34,7 +33,7 @@ def counted(row: Row) -> bool:
     """Whether issue 13's loop target counts this row: one of gemmlab's, with a bench figure, large enough."""
     if not (row.impl and row.bench_figure):
         return False
-    return _size(row.shape) >= (LOOP_FROM_SUM if row.case.startswith("reduce") else LOOP_FROM_GEMM)
+    return _size(row.shape) >= (LOOP_FROM_SUM if row.case.startswith("reduce") else BENCH_FROM_GEMM)
 
 
 def _why(row: Row, fastest_probe: float | None) -> str:
@@ -57,11 +56,8 @@ def _span(values: list[float], unit: str, digits: int) -> str:
 
 def summary(rows: list[Row]) -> list[str]:
     """Markdown lines: one table of issue 13's targets as this run measured them."""
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for row in rows:
-        groups.setdefault((row.case, row.shape), []).append(row)
     plain, sums, plans = [], [], []
-    for group in groups.values():
+    for group in by_shape(rows).values():
         ref = group[0]
         for row in group[1:]:
             if not row.impl:
