@@ -7,14 +7,13 @@ Two figures per call, on the same shapes and inputs:
   call. The calls compared take turns, batch by batch (11 rounds, the median kept), so a noisy host
   weighs on all alike; batches never fill the GPU's launch queue, so the figure is host work.
 - TFLOP/s (GB/s for sums): a loop of calls timed wall-clock from the first call to the end of the
-  GPU work (synchronised once at the end): what a program gets.
+  GPU work (synchronised once at the end): what a program gets. Loops take turns as well.
 Beside them, the lowest SM clock NVML saw during the loop and during bench's timed launches:
 a loop of large tensor-core GEMMs draws full power for 50 ms and clocks lower than bench's
 bursts, and the clocks say so where the loop falls short of bench (torch.mm's loop with it).
 And the host's own speed before each loop (`host_probe_us`): the lent GPU machines' CPUs switch
 between two speeds, one about half the other, pinned or not (session 28, scripts/host_speed.py),
 and a host-bound loop in the slow phase reads up to 2x slower, the library's as much as ours.
-(The host-time columns come from interleaved rounds before the loops, and have no probe.)
 Beside them, `gemmlab bench`'s figure for the same implementation at the same shape (cold L2,
 median of event-timed launches, same run), so a path that wins in the harness and loses through
 the API shows up. Rows: torch.mm / torch.sum / cupy.matmul / cupy.sum (the references), the
@@ -107,31 +106,34 @@ BENCH_FROM_GEMM = 512 ** 3  # M*N*K from which a GEMM row gets bench's figure (a
 LOOP_REPEATS = 3  # loops per throughput figure, the median reported; odd, so the probe's median is one reading
 
 
-def _loop_seconds(fn: Callable[[], object], sync: Callable[[], None],
-                  work_s: float) -> tuple[float, int | None, float]:
-    """Seconds per call of a back-to-back loop lasting about 50 ms (at least 5 calls): about what
-    `gemmlab bench` times per figure, so neither figure is the one a hot, throttled GPU made;
-    and the lowest SM clock seen during it. The median of LOOP_REPEATS such loops, each ended by
-    a sync: one loop is at the mercy of a single host stall (session 21, H200: rows that read
-    57-79% of bench in one run read 84-142% in the next, beside library rows that had slowed
-    1.3-2.5x in the same block). Third: the median of host_probe_us read just before each loop,
-    outside the timed span (an odd count, so the median is one phase's reading, not the mean of
-    two)."""
+def _loops(fns: list[Callable[[], object]], sync: Callable[[], None],
+           work_s: float) -> list[tuple[float, int | None, float]]:
+    """Per function: seconds per call of a back-to-back loop of about 50 ms (at least 5 calls), as
+    long as what bench times per figure; the lowest SM clock during its loops; and the median of
+    host_probe_us read before each loop, outside the timed span (an odd count: one phase's
+    reading). The median of LOOP_REPEATS loops, each ended by a sync: one loop is at the mercy of a
+    single host stall (session 21). The functions take turns loop by loop, as the host batches do:
+    timed one after another, power-capped loops clocked lower the later they came (session 29,
+    H100, bf16 4096^3: 1455, 1305, 1230 MHz for gemmlab's three calls after torch.mm's two)."""
     from .cuda.nvml import ClockSampler
 
     calls = max(5, min(2000, int(0.05 / max(work_s, 1e-7))))
-    fn()
+    for fn in fns:
+        fn()
     sync()
-    per_call, probes = [], []
-    with ClockSampler() as clocks:
-        for _ in range(LOOP_REPEATS):
-            probes.append(host_probe_us())
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            sync()
-            per_call.append((time.perf_counter() - start) / calls)
-    return statistics.median(per_call), clocks.min_clock, statistics.median(probes)
+    per_call, probes, clocks = [[] for _ in fns], [[] for _ in fns], [[] for _ in fns]
+    for _ in range(LOOP_REPEATS):
+        for i, fn in enumerate(fns):
+            probes[i].append(host_probe_us())
+            with ClockSampler() as sampler:
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                sync()
+                per_call[i].append((time.perf_counter() - start) / calls)
+            clocks[i] += [sampler.min_clock] if sampler.min_clock is not None else []
+    return [(statistics.median(t), min(c, default=None), statistics.median(p))
+            for t, c, p in zip(per_call, clocks, probes)]
 
 
 def _bench_figure(op: str, impl: str, problem) -> tuple[float | None, int | None]:
@@ -229,11 +231,9 @@ def _sum_rows(kind: str, n: int, with_bench: bool) -> list[Row]:
 
 def _work_seconds(fn: Callable[[], object], sync: Callable[[], None], tries: int = 5) -> float:
     """Seconds one call takes, GPU work and a sync included: the fastest of `tries` warm calls,
-    after one untimed call. It sets how many calls a loop makes (about 50 ms of them) and the
-    host batches. Until session 21 one first call was timed alone: that includes what the plan
-    builds on it (its launch graph since session 21, a cuBLAS plan's first direct call) and any
-    host stall, and a long reading cuts the loops to a few calls, whose figure the first calls
-    after the sync (meeting an idle stream) then weigh down, the library's rows as much as ours."""
+    after one untimed call; it sets the loops' and host batches' lengths. (A first call timed
+    alone, until session 21, included what the plan builds on it and any host stall: too few
+    calls a loop then.)"""
     fn()
     sync()
     times = []
@@ -254,8 +254,8 @@ def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_uni
     hosts = _host_us([fn for _, fn in calls], sync, batch=host_batch(work_s))
     rows = []
     figure, bench_mhz = bench
-    for (name, fn), host in zip(calls, hosts):
-        per_call, mhz, probe = _loop_seconds(fn, sync, work_s)
+    loops = _loops([fn for _, fn in calls], sync, work_s)
+    for (name, fn), host, (per_call, mhz, probe) in zip(calls, hosts, loops):
         is_mine = (name, fn) in mine
         rows.append(Row(kind, shape, name, host, work_units / per_call, unit, plan.impl if is_mine else "",
                         figure if is_mine else None, mhz, bench_mhz if is_mine else None, probe))
