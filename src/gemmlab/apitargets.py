@@ -64,9 +64,24 @@ def _why(row: Row, fastest_probe: float | None, full_mhz: int | None) -> str:
         signs.append(f"probe {row.probe_us:.1f} us, {ratio:.1f}x the run's fastest"
                      + (": slow host" if ratio >= SLOW_PROBE else ""))
     if row.loop_mhz and row.bench_mhz:
-        signs.append(f"{row.loop_mhz} / {row.bench_mhz} MHz"
-                     + (": clocked down" if full_mhz and row.loop_mhz < LOW_CLOCK * full_mhz else ""))
+        signs.append(f"{row.loop_mhz} / {row.bench_mhz} MHz" + (": clocked down" if _down(row, full_mhz) else ""))
     return "; ".join(signs)
+
+
+def _down(row: Row, full_mhz: int | None) -> bool:
+    return bool(row.loop_mhz and full_mhz and row.loop_mhz < LOW_CLOCK * full_mhz)
+
+
+def _against_framework(missed: list[Row], rows: list[Row], full_mhz: int | None) -> list[float]:
+    """Each clocked-down miss's loop against its framework's loop at the same shape, timed in turns
+    with it (apibench._loops): the group's last reference, the one writing gemmlab's C type where
+    there are two (torch.mm with an fp32 C beside bf16 inputs)."""
+    shares = []
+    for group in by_shape(rows).values():
+        refs = [r for r in group if not r.impl]
+        if refs and refs[-1].figure:
+            shares += [r.figure / refs[-1].figure for r in group if r in missed and _down(r, full_mhz)]
+    return shares
 
 
 def _span(values: list[float], unit: str, digits: int) -> str:
@@ -121,4 +136,8 @@ def summary(rows: list[Row]) -> list[str]:
         down, slow = (sum(mark in why for why in whys) for mark in (": clocked down", ": slow host"))
         neither = sum(": clocked down" not in why and ": slow host" not in why for why in whys)
         lines += ["", f"Of these {len(missed)}: {down} clocked down, {slow} at a slow host, {neither} with neither mark.", ""]
+        versus = _against_framework(missed, rows, full)
+        if versus:  # the power cap holds the framework's loop as well: what a program gets whoever computes
+            lines += [f"The clocked-down loops against the framework's own loop at the same shape, timed in turns "
+                      f"with them: {_span(versus, 'x', 2)}.", ""]
     return lines

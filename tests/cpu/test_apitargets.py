@@ -189,3 +189,20 @@ def test_session_29s_h100_run_reads_with_the_right_reasons():
     small = [ln for ln in lines if ln.startswith("- ") and ("512x512x512" in ln or "1024x1024x1024" in ln)]
     assert small and not any("not host-bound" in ln for ln in small), small
     assert "Of these 21: 18 clocked down, 2 at a slow host, 1 with neither mark." in lines
+
+
+def test_clocked_down_loops_are_set_against_the_frameworks_loop_that_writes_their_c_type():
+    """bf16 inputs: torch.mm with a bf16 C first, then with an fp32 C, gemmlab's fp32 C against the
+    latter; only the clocked-down misses, and no line where there are none."""
+    rows = [Row("hgemm torch bf16", "4096x4096x4096", "torch.mm (bf16 out)", 13.0, 700.0, "TFLOP/s", loop_mhz=1440),
+            Row("hgemm torch bf16", "4096x4096x4096", "torch.mm (out_dtype=fp32)", 14.0, 650.0, "TFLOP/s",
+                loop_mhz=1440),
+            Row("hgemm torch bf16", "4096x4096x4096", "Matmul.execute()", 3.0, 637.0, "TFLOP/s", "persistent", 745.0,
+                1440, 1980, 2.0),
+            Row("hgemm torch bf16", "4096x4096x4096", "gemmlab.hgemm(A, B)", 7.0, 663.0, "TFLOP/s", "persistent",
+                745.0, 1425, 1980, 2.0)]
+    rows += _rows("hgemm torch bf16", "512x512x512", 12.0, [("gemmlab.hgemm(A, B)", 12.4, 22.0, 36.0, 3.6, (1980, 1980))])
+    lines = apitargets.summary(rows)
+    assert ("The clocked-down loops against the framework's own loop at the same shape, timed in turns with them: "
+            "0.98-1.02x.") in lines, lines
+    assert not any(ln.startswith("The clocked-down") for ln in apitargets.summary(rows[4:])), "none clocked down"
