@@ -70,6 +70,7 @@ class Row:
     loop_mhz: int | None = None  # the lowest SM clock during the loop (None without NVML)
     bench_mhz: int | None = None  # ... and during bench's timed launches
     probe_us: float | None = None  # host_probe_us beside the loops (median of one reading before each)
+    gpu_max_mhz: int | None = None  # the GPU's highest SM clock (NVML), what "clocked down" is read against
     notes: list = field(default_factory=list)
 
     @property
@@ -109,9 +110,9 @@ LOOP_REPEATS = 3  # loops per throughput figure, the median reported; odd, so th
 def _loops(fns: list[Callable[[], object]], sync: Callable[[], None],
            work_s: float) -> list[tuple[float, int | None, float]]:
     """Per function: seconds per call of a back-to-back loop of about 50 ms (at least 5 calls), as
-    long as what bench times per figure; the lowest SM clock during its loops; and the median of
+    long as what bench times per figure; the lowest SM clock during its loops; the median of
     host_probe_us read before each loop, outside the timed span (an odd count: one phase's
-    reading). The median of LOOP_REPEATS loops, each ended by a sync: one loop is at the mercy of a
+    reading); and the GPU's highest SM clock (NVML; None without it). The median of LOOP_REPEATS loops, each ended by a sync: one loop is at the mercy of a
     single host stall (session 21). The functions take turns loop by loop, as the host batches do:
     timed one after another, power-capped loops clocked lower the later they came (session 29,
     H100, bf16 4096^3: 1455, 1305, 1230 MHz for gemmlab's three calls after torch.mm's two)."""
@@ -121,7 +122,7 @@ def _loops(fns: list[Callable[[], object]], sync: Callable[[], None],
     for fn in fns:
         fn()
     sync()
-    per_call, probes, clocks = [[] for _ in fns], [[] for _ in fns], [[] for _ in fns]
+    per_call, probes, clocks, top = [[] for _ in fns], [[] for _ in fns], [[] for _ in fns], None
     for _ in range(LOOP_REPEATS):
         for i, fn in enumerate(fns):
             probes[i].append(host_probe_us())
@@ -132,7 +133,8 @@ def _loops(fns: list[Callable[[], object]], sync: Callable[[], None],
                 sync()
                 per_call[i].append((time.perf_counter() - start) / calls)
             clocks[i] += [sampler.min_clock] if sampler.min_clock is not None else []
-    return [(statistics.median(t), min(c, default=None), statistics.median(p))
+            top = top or sampler.max_supported_clock
+    return [(statistics.median(t), min(c, default=None), statistics.median(p), top)
             for t, c, p in zip(per_call, clocks, probes)]
 
 
@@ -252,14 +254,11 @@ def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_uni
     work_s = _work_seconds(plan.execute, sync)
     calls = refs + mine
     hosts = _host_us([fn for _, fn in calls], sync, batch=host_batch(work_s))
-    rows = []
     figure, bench_mhz = bench
     loops = _loops([fn for _, fn in calls], sync, work_s)
-    for (name, fn), host, (per_call, mhz, probe) in zip(calls, hosts, loops):
-        is_mine = (name, fn) in mine
-        rows.append(Row(kind, shape, name, host, work_units / per_call, unit, plan.impl if is_mine else "",
-                        figure if is_mine else None, mhz, bench_mhz if is_mine else None, probe))
-    return rows
+    return [Row(kind, shape, name, host, work_units / per_call, unit, plan.impl if (name, fn) in mine else "",
+                figure if (name, fn) in mine else None, mhz, bench_mhz if (name, fn) in mine else None, probe, top)
+            for (name, fn), host, (per_call, mhz, probe, top) in zip(calls, hosts, loops)]
 
 
 GEMM_KINDS = ("sgemm torch", "sgemm cupy", "hgemm torch bf16", "hgemm torch bf16 out", "hgemm cupy fp16")

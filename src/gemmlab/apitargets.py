@@ -6,7 +6,7 @@ The targets (host time, plans, sums, loops) are the issue's; the loop rows it co
 much as ours). A loop that misses is labelled with what the row itself recorded beside it: whether
 its host time could bound the loop at all (a 7 us call cannot slow a 1.4 ms kernel's loop), and
 where it could, the host probe against the run's fastest reading (the lent machines' CPUs run at
-two speeds); and the loop's lowest SM clock against the highest the run saw (a power-capped loop
+two speeds); and the loop's lowest SM clock against the GPU's highest (NVML's; a power-capped loop
 clocks lower than bench's bursts; bench's own lowest reading dips too at 8192^3 on the H100, so it
 is not the reference).
 The probe's range over the run is printed too: a relative mark cannot see a run that was slow
@@ -21,10 +21,10 @@ PLAN_US_MAX = 10.0  # a plan's execute()
 LOOP_SHARE_MIN = 0.95  # a loop of calls against bench's figure for the same implementation
 LOOP_FROM_SUM = 1 << 20  # elements from which sum loops count
 SLOW_PROBE = 1.5  # a probe this many times the run's fastest reading: the host's slow phase
-LOW_CLOCK = 0.9  # a loop clocked below this share of the run's highest clock
+LOW_CLOCK = 0.9  # a loop clocked below this share of the GPU's highest clock
 # A host time below this share of the kernel's time cannot bound a loop, even doubled in a slow
 # phase: every loop that missed at a slow probe in sessions 28-29 had 0.7-2.3, the power-capped
-# rows at 4096^3 and 8192^3 below 0.05 (docs/results/h*-api-bench-session2[89]*.md)
+# rows at 4096^3 and 8192^3 below 0.1 (docs/results/h*-api-bench-session2[89]*.md)
 HOST_BOUND = 0.5
 
 
@@ -52,35 +52,37 @@ def kernel_us(row: Row) -> float | None:
     return work / row.bench_figure * 1e6
 
 
-def _why(row: Row, fastest_probe: float | None, full_mhz: int | None) -> str:
-    """What the row recorded beside a loop that missed: a host that could not bound it, a slow
-    host, a low clock, or neither."""
-    signs = []
+def _why(row: Row, fastest_probe: float | None, full_mhz: int | None) -> tuple[str, bool, bool]:
+    """What the row recorded beside a loop that missed (a host that could not bound it, a slow
+    host, a low clock, or neither), and whether it is marked slow host and clocked down."""
+    signs, slow = [], False
     kernel = kernel_us(row)
     if kernel and row.host_us < HOST_BOUND * kernel:
         signs.append(f"host {row.host_us:.1f} us a call against {kernel:,.0f} us of kernel: not host-bound")
     elif row.probe_us is not None and fastest_probe:
         ratio = round(row.probe_us / fastest_probe, 1)  # the mark follows the figure printed
-        signs.append(f"probe {row.probe_us:.1f} us, {ratio:.1f}x the run's fastest"
-                     + (": slow host" if ratio >= SLOW_PROBE else ""))
-    if row.loop_mhz and row.bench_mhz:
-        signs.append(f"{row.loop_mhz} / {row.bench_mhz} MHz" + (": clocked down" if _down(row, full_mhz) else ""))
-    return "; ".join(signs)
+        slow = ratio >= SLOW_PROBE
+        signs.append(f"probe {row.probe_us:.1f} us, {ratio:.1f}x the run's fastest" + (": slow host" if slow else ""))
+    down = _down(row, full_mhz)
+    if row.loop_mhz:
+        signs.append(f"{row.clocks} MHz" + (": clocked down" if down else ""))
+    return "; ".join(signs), slow, down
 
 
 def _down(row: Row, full_mhz: int | None) -> bool:
     return bool(row.loop_mhz and full_mhz and row.loop_mhz < LOW_CLOCK * full_mhz)
 
 
-def _against_framework(missed: list[Row], rows: list[Row], full_mhz: int | None) -> list[float]:
-    """Each clocked-down miss's loop against its framework's loop at the same shape, timed in turns
-    with it (apibench._loops): the group's last reference, the one writing gemmlab's C type where
-    there are two (torch.mm with an fp32 C beside bf16 inputs)."""
-    shares = []
+def _against_framework(down: list[Row], rows: list[Row]) -> list[float]:
+    """Each clocked-down miss's loop (loops at 95% of bench or more are not in it) against its
+    framework's loop at the same shape, timed in turns with it (apibench._loops): the group's last
+    reference, the one writing gemmlab's C type where there are two (torch.mm with an fp32 C beside
+    bf16 inputs)."""
+    shares, ids = [], {id(r) for r in down}
     for group in by_shape(rows).values():
         refs = [r for r in group if not r.impl]
         if refs and refs[-1].figure:
-            shares += [r.figure / refs[-1].figure for r in group if r in missed and _down(r, full_mhz)]
+            shares += [r.figure / refs[-1].figure for r in group if id(r) in ids]
     return shares
 
 
@@ -105,7 +107,8 @@ def summary(rows: list[Row]) -> list[str]:
     missed = [r for r in loops if r.figure < LOOP_SHARE_MIN * r.bench_figure]
     probes = [r.probe_us for r in rows if r.probe_us]
     fastest = min(probes) if probes else None
-    clocks = [m for r in rows for m in (r.loop_mhz, r.bench_mhz) if m]
+    # the GPU's highest clock as NVML gives it; from tables without it, the highest reading of the run
+    clocks = [r.gpu_max_mhz for r in rows if r.gpu_max_mhz] or [m for r in rows for m in (r.loop_mhz, r.bench_mhz) if m]
     full = max(clocks) if clocks else None
 
     def verdict(values: list[float], ok) -> str:
@@ -126,18 +129,20 @@ def summary(rows: list[Row]) -> list[str]:
                   f"{SLOW_PROBE}x the run's fastest or more is marked slow host; a run whose fastest reading is "
                   "itself high against another run's on the same machine was slow throughout.", ""]
     if missed:
+        clock_rule = (f"; clocked down: the loop's lowest SM clock under {LOW_CLOCK:.0%} of the GPU's highest, "
+                      f"{full} MHz" if full else "")
         lines += [f"Loops below it (not host-bound: the call's host time under {HOST_BOUND:g} of its kernel's at "
-                  f"bench's figure; clocked down: the loop's lowest SM clock under {LOW_CLOCK:.0%} of the run's "
-                  f"highest, {full or '-'} MHz):", ""]
+                  f"bench's figure{clock_rule}):", ""]
         whys = [_why(r, fastest, full) for r in missed]
-        for r, why in zip(missed, whys):  # one decimal: a 94.6% miss must not read as 95%
+        for r, (why, _, _) in zip(missed, whys):  # one decimal: a 94.6% miss must not read as 95%
             lines.append(f"- {r.case} {r.shape} {r.call} ({r.impl}): {r.figure / r.bench_figure:.1%} of bench"
                          + (f" ({why})" if why else ""))
-        down, slow = (sum(mark in why for why in whys) for mark in (": clocked down", ": slow host"))
-        neither = sum(": clocked down" not in why and ": slow host" not in why for why in whys)
-        lines += ["", f"Of these {len(missed)}: {down} clocked down, {slow} at a slow host, {neither} with neither mark.", ""]
-        versus = _against_framework(missed, rows, full)
+        slow, down = sum(w[1] for w in whys), sum(w[2] for w in whys)
+        both, neither = sum(w[1] and w[2] for w in whys), sum(not (w[1] or w[2]) for w in whys)
+        lines += ["", f"Of these {len(missed)}: {down} clocked down, {slow} at a slow host"
+                  + (f" ({both} of them both)" if both else "") + f", {neither} with neither mark.", ""]
+        versus = _against_framework([r for r, w in zip(missed, whys) if w[2]], rows)
         if versus:  # the power cap holds the framework's loop as well: what a program gets whoever computes
-            lines += [f"The clocked-down loops against the framework's own loop at the same shape, timed in turns "
+            lines += [f"The clocked-down misses against the framework's own loop at the same shape, timed in turns "
                       f"with them: {_span(versus, 'x', 2)}.", ""]
     return lines

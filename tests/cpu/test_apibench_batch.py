@@ -43,9 +43,10 @@ def test_the_table_shows_the_clocks_beside_the_figures():
 
 def test_a_loop_reports_its_lowest_clock_or_none_without_nvml():
     calls = []
-    ((seconds, mhz, probe),) = apibench._loops([lambda: calls.append(1)], lambda: None, 0.01)
+    ((seconds, mhz, probe, top),) = apibench._loops([lambda: calls.append(1)], lambda: None, 0.01)
     assert len(calls) == 1 + apibench.LOOP_REPEATS * 5 and seconds >= 0  # a warm-up, then the loops
     assert mhz is None or mhz > 0
+    assert top is None or top >= (mhz or 0)
     assert probe > 0
 
 
@@ -56,7 +57,7 @@ def test_the_probe_reads_the_hosts_speed_outside_the_timed_loops(monkeypatch):
     real_clock = apibench.time.perf_counter
     monkeypatch.setattr(apibench, "host_probe_us", lambda: events.append("p") or next(readings))
     monkeypatch.setattr(apibench.time, "perf_counter", lambda: events.append("t") or real_clock())
-    ((_, _, probe),) = apibench._loops([lambda: events.append("c")], lambda: events.append("s"), 0.01)
+    ((_, _, probe, _),) = apibench._loops([lambda: events.append("c")], lambda: events.append("s"), 0.01)
     assert probe == 3.0  # the median of 3.0, 9.0 and 2.0: one reading, never a mean of two phases
     assert apibench.LOOP_REPEATS % 2 == 1
     assert "".join(events) == "cs" + ("pt" + "c" * 5 + "st") * apibench.LOOP_REPEATS
@@ -67,22 +68,23 @@ def test_the_calls_loops_take_turns_and_each_keeps_its_own_figures(monkeypatch):
     call's median and lowest clock its own."""
     from gemmlab.cuda import nvml
 
-    order, lows = [], iter([1500, 1400, 1600, 1300, 1700, 1450])
+    order, lows, probes = [], iter([1500, 1400, 1600, 1300, 1700, 1450]), iter([2.0, 4.0, 9.0, 4.5, 2.5, 5.0])
 
     class Sampler:
         def __enter__(self):
-            self.min_clock = next(lows)
+            self.min_clock, self.max_supported_clock = next(lows), 1980
             return self
 
         def __exit__(self, *exc):
             return None
 
     monkeypatch.setattr(nvml, "ClockSampler", Sampler)
-    monkeypatch.setattr(apibench, "host_probe_us", lambda: 2.0)
+    monkeypatch.setattr(apibench, "host_probe_us", lambda: next(probes))
     results = apibench._loops([lambda: order.append("a"), lambda: order.append("b")], lambda: None, 0.01)
     assert "".join(order) == "ab" + ("a" * 5 + "b" * 5) * apibench.LOOP_REPEATS
-    assert [mhz for _, mhz, _ in results] == [1500, 1300], "each call's lowest over its own loops"
-    assert all(probe == 2.0 and seconds >= 0 for seconds, _, probe in results)
+    assert [mhz for _, mhz, _, _ in results] == [1500, 1300], "each call's lowest over its own loops"
+    assert [probe for _, _, probe, _ in results] == [2.5, 4.5], "each call's median over its own readings"
+    assert all(top == 1980 and seconds >= 0 for seconds, _, _, top in results)
 
 
 def test_a_probe_reading_is_per_repetition_of_its_workload(monkeypatch):

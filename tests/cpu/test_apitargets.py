@@ -1,4 +1,6 @@
 """`gemmlab bench --api`'s rows read against issue 13's targets (gemmlab.apitargets)."""
+import pytest
+
 from gemmlab import apitargets
 from gemmlab.apibench import Row
 
@@ -158,10 +160,10 @@ def test_a_call_that_cannot_bound_its_loop_is_not_blamed_on_the_host():
     (line,) = [ln for ln in apitargets.summary(rows) if ln.startswith("- ")]
     assert "slow host" not in line and "probe" not in line, line
     assert "(host 11.3 us a call against 1,381 us of kernel: not host-bound; 1335 / 1980 MHz: clocked down)" in line
-    assert apitargets.kernel_us(rows[1]) == 2 * 8192 ** 3 / 796e12 * 1e6
+    assert apitargets.kernel_us(rows[1]) == pytest.approx(2 * 8192 ** 3 / 796e12 * 1e6)
     sums = _rows("reduce torch", "1048576", 12.0, [("gemmlab.reduce_sum(x)", 6.0, 500.0, 2000.0, 2.0, (1980, 1980))],
                  "GB/s")
-    assert apitargets.kernel_us(sums[1]) == 4 * 1048576 / 2000e9 * 1e6
+    assert apitargets.kernel_us(sums[1]) == pytest.approx(4 * 1048576 / 2000e9 * 1e6)
     assert apitargets.kernel_us(rows[0]) is None, "a reference has no bench figure"
 
 
@@ -173,22 +175,28 @@ def test_clocked_down_is_read_against_the_runs_highest_clock_not_benchs_lowest()
     lines = apitargets.summary(rows)
     (line,) = [ln for ln in lines if ln.startswith("- ")]
     assert line.endswith("; 1350 / 1290 MHz: clocked down)"), line
-    assert any(ln.startswith("Loops below it (") and "the run's highest, 1980 MHz" in ln for ln in lines)
-    alone = apitargets.summary(rows[:2])  # a run that never saw more than 1350: nothing to call clocked down
+    assert any(ln.startswith("Loops below it (") and "the GPU's highest, 1980 MHz" in ln for ln in lines)
+    alone = apitargets.summary(rows[:2])  # a table without NVML's maximum that never read more than 1350
     assert not any("clocked down" in ln for ln in alone if ln.startswith("- "))
+    for row in rows[:2]:
+        row.gpu_max_mhz = 1980  # what a run records now: NVML's maximum, whatever the run's shapes
+    assert any(ln.endswith("; 1350 / 1290 MHz: clocked down)") for ln in apitargets.summary(rows[:2]))
 
 
-def test_session_29s_h100_run_reads_with_the_right_reasons():
-    """docs/results/h100-api-bench-session29.md: its 21 misses, the nine 8192^3 tensor-core rows all
-    clocked down and none of them host-bound, whatever their probes read."""
-    rows = _published("h100-api-bench-session29.md")
+@pytest.mark.parametrize("name, counted, marks", [
+    ("h100-api-bench-session29.md", "66 of 87", "Of these 21: 18 clocked down, 2 at a slow host, 1 with neither mark."),
+    ("h200-api-bench-session29.md", "64 of 87", "Of these 23: 18 clocked down, 4 at a slow host, 1 with neither mark.")])
+def test_session_29s_runs_read_with_the_right_reasons(name, counted, marks):
+    """Session 29's first tables (docs/results): the nine 8192^3 tensor-core misses all clocked down
+    and none of them host-bound, whatever their probes read; the 512^3 and 1024^3 misses host-bound."""
+    rows = _published(name)
     lines = apitargets.summary(rows)
-    assert _table(lines)["loops >= 95% of bench"].endswith("| 66 of 87 rows | not met |")
+    assert _table(lines)["loops >= 95% of bench"].endswith(f"| {counted} rows | not met |")
     big = [ln for ln in lines if ln.startswith("- ") and "8192x8192x8192" in ln]
     assert len(big) == 9 and all("not host-bound" in ln and ln.endswith("clocked down)") for ln in big), big
     small = [ln for ln in lines if ln.startswith("- ") and ("512x512x512" in ln or "1024x1024x1024" in ln)]
     assert small and not any("not host-bound" in ln for ln in small), small
-    assert "Of these 21: 18 clocked down, 2 at a slow host, 1 with neither mark." in lines
+    assert marks in lines
 
 
 def test_clocked_down_loops_are_set_against_the_frameworks_loop_that_writes_their_c_type():
@@ -203,6 +211,26 @@ def test_clocked_down_loops_are_set_against_the_frameworks_loop_that_writes_thei
                 745.0, 1425, 1980, 2.0)]
     rows += _rows("hgemm torch bf16", "512x512x512", 12.0, [("gemmlab.hgemm(A, B)", 12.4, 22.0, 36.0, 3.6, (1980, 1980))])
     lines = apitargets.summary(rows)
-    assert ("The clocked-down loops against the framework's own loop at the same shape, timed in turns with them: "
+    assert ("The clocked-down misses against the framework's own loop at the same shape, timed in turns with them: "
             "0.98-1.02x.") in lines, lines
     assert not any(ln.startswith("The clocked-down") for ln in apitargets.summary(rows[4:])), "none clocked down"
+
+
+def test_a_row_with_both_marks_is_counted_once_and_said_so():
+    """A host-bound loop in a slow phase on a throttled GPU: both marks, and the count says so rather
+    than adding up to more than the misses; a row whose bench clock NVML missed still shows its own."""
+    rows = _rows("hgemm torch bf16", "512x512x512", 12.0, [("gemmlab.hgemm(A, B)", 12.4, 22.0, 36.0, 4.0, (1500, 1980)),
+                                                           ("Matmul.execute()", 3.0, 40.0, 36.0, 2.0, (1980, None))])
+    rows += _rows("hgemm torch bf16", "4096x4096x4096", 14.0, [("Matmul.execute()", 3.5, 605.0, 745.0, 2.0, (1300, None))])
+    lines = apitargets.summary(rows)
+    below = [ln for ln in lines if ln.startswith("- ")]
+    assert below[0].endswith("(probe 4.0 us, 2.0x the run's fastest: slow host; 1500 / 1980 MHz: clocked down)"), below
+    assert below[1].endswith("not host-bound; 1300 / - MHz: clocked down)"), below
+    assert "Of these 2: 2 clocked down, 1 at a slow host (1 of them both), 0 with neither mark." in lines
+
+
+def test_without_any_clock_the_header_leaves_the_clock_rule_out():
+    rows = [Row("sgemm torch", "512x512x512", "torch.mm", 12.0, 10.0, "TFLOP/s"),
+            Row("sgemm torch", "512x512x512", "gemmlab.sgemm(A, B)", 7.0, 30.0, "TFLOP/s", "cublas", 36.0)]
+    header = next(ln for ln in apitargets.summary(rows) if ln.startswith("Loops below it"))
+    assert "clocked down" not in header and "MHz" not in header, header
