@@ -57,9 +57,11 @@ def _why(row: Row, fastest_probe: float | None, full_mhz: int | None) -> tuple[s
     host, a low clock, or neither), and whether it is marked slow host and clocked down."""
     signs, slow = [], False
     kernel = kernel_us(row)
-    if kernel and row.host_us < HOST_BOUND * kernel:
-        signs.append(f"host {row.host_us:.1f} us a call against {kernel:,.0f} us of kernel: not host-bound")
-    elif row.probe_us is not None and fastest_probe:
+    bound = not (kernel and row.host_us < HOST_BOUND * kernel)  # can the host bound this loop at all?
+    if kernel:  # the call's host time beside the GPU work it queues
+        signs.append(f"host {row.host_us:.1f} us a call against {kernel:,.{0 if kernel >= 100 else 1}f} us of kernel"
+                     + ("" if bound else ": not host-bound"))
+    if bound and row.probe_us is not None and fastest_probe:  # else the host's phase cannot matter
         ratio = round(row.probe_us / fastest_probe, 1)  # the mark follows the figure printed
         slow = ratio >= SLOW_PROBE
         signs.append(f"probe {row.probe_us:.1f} us, {ratio:.1f}x the run's fastest" + (": slow host" if slow else ""))

@@ -64,7 +64,8 @@ def test_misses_are_labelled_with_the_probe_and_the_clock():
     below = [ln for ln in lines if ln.startswith("- ")]
     assert below == [
         "- hgemm torch bf16 512x512x512 gemmlab.hgemm(A, B) (cublas): 61.1% of bench "
-        "(probe 3.6 us, 2.0x the run's fastest: slow host; 1980 / 1980 MHz)",
+        "(host 12.4 us a call against 7.5 us of kernel; probe 3.6 us, 2.0x the run's fastest: slow host; "
+        "1980 / 1980 MHz)",
         "- hgemm torch bf16 4096x4096x4096 Matmul.execute() (cublas): 81.2% of bench "
         "(host 3.5 us a call against 184 us of kernel: not host-bound; 1275 / 1980 MHz: clocked down)"]
 
@@ -114,11 +115,12 @@ def test_a_run_slow_throughout_is_marked_nowhere_but_its_range_says_so():
     assert any(ln.startswith("Host probe over the run: 3.8-4.9 us.") for ln in lines)
 
 
-def test_a_miss_with_neither_probe_nor_clock_says_only_its_share():
+def test_a_miss_with_neither_probe_nor_clock_says_its_share_and_its_host_time():
     rows = [Row("sgemm torch", "512x512x512", "torch.mm", 12.0, 10.0, "TFLOP/s"),
             Row("sgemm torch", "512x512x512", "gemmlab.sgemm(A, B)", 7.0, 34.056, "TFLOP/s", "cublas", 36.0)]
     lines = apitargets.summary(rows)
-    assert "- sgemm torch 512x512x512 gemmlab.sgemm(A, B) (cublas): 94.6% of bench" in lines, lines
+    assert ("- sgemm torch 512x512x512 gemmlab.sgemm(A, B) (cublas): 94.6% of bench "
+            "(host 7.0 us a call against 7.5 us of kernel)") in lines, lines
     assert not any(ln.startswith("Host probe") for ln in lines), "no probe: no range"
 
 
@@ -146,7 +148,8 @@ def test_the_command_prints_the_targets_and_ends_its_markdown_with_them(monkeypa
     text = md.read_text()
     assert "| 512x512x512 | gemmlab.sgemm(A, B) | cublas |" in text, "the run's own table first"
     assert text.index("| 512x512x512 |") < text.index("**Against issue 13's targets**")
-    assert text.endswith("(probe 3.6 us, 1.8x the run's fastest: slow host; 1980 / 1980 MHz)\n\n"
+    assert text.endswith("(host 7.0 us a call against 7.5 us of kernel; probe 3.6 us, 1.8x the run's fastest: "
+                         "slow host; 1980 / 1980 MHz)\n\n"
                          "Of these 1: 0 clocked down, 1 at a slow host, 0 with neither mark.\n")
     assert "Against issue 13's targets" in capsys.readouterr().out
 
@@ -224,7 +227,8 @@ def test_a_row_with_both_marks_is_counted_once_and_said_so():
     rows += _rows("hgemm torch bf16", "4096x4096x4096", 14.0, [("Matmul.execute()", 3.5, 605.0, 745.0, 2.0, (1300, None))])
     lines = apitargets.summary(rows)
     below = [ln for ln in lines if ln.startswith("- ")]
-    assert below[0].endswith("(probe 4.0 us, 2.0x the run's fastest: slow host; 1500 / 1980 MHz: clocked down)"), below
+    assert below[0].endswith("(host 12.4 us a call against 7.5 us of kernel; probe 4.0 us, 2.0x the run's fastest: "
+                             "slow host; 1500 / 1980 MHz: clocked down)"), below
     assert below[1].endswith("not host-bound; 1300 / - MHz: clocked down)"), below
     assert "Of these 2: 2 clocked down, 1 at a slow host (1 of them both), 0 with neither mark." in lines
 
