@@ -110,12 +110,13 @@ LOOP_REPEATS = 3  # loops per throughput figure, the median reported; odd, so th
 def _loops(fns: list[Callable[[], object]], sync: Callable[[], None],
            work_s: float) -> list[tuple[float, int | None, float]]:
     """Per function: seconds per call of a back-to-back loop of about 50 ms (at least 5 calls), as
-    long as what bench times per figure; the lowest SM clock during its loops; the median of
-    host_probe_us read before each loop, outside the timed span (an odd count: one phase's
-    reading); and the GPU's highest SM clock (NVML; None without it). The median of LOOP_REPEATS loops, each ended by a sync: one loop is at the mercy of a
-    single host stall (session 21). The functions take turns loop by loop, as the host batches do:
-    timed one after another, power-capped loops clocked lower the later they came (session 29,
-    H100, bf16 4096^3: 1455, 1305, 1230 MHz for gemmlab's three calls after torch.mm's two)."""
+    long as what bench times per figure (the median of LOOP_REPEATS loops, each ended by a sync:
+    one loop is at the mercy of a single host stall, session 21); the lowest SM clock during its
+    loops; the median of host_probe_us read before each loop, outside the timed span (an odd
+    count: one phase's reading); and the GPU's highest SM clock (NVML; None without it). The
+    functions take turns loop by loop, as the host batches do: timed one after another,
+    power-capped loops clocked lower the later they came (session 29, H100, bf16 4096^3: 1455,
+    1305, 1230 MHz for gemmlab's three calls after torch.mm's two)."""
     from .cuda.nvml import ClockSampler
 
     calls = max(5, min(2000, int(0.05 / max(work_s, 1e-7))))
