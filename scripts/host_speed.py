@@ -32,8 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from gemmlab.apibench import host_probe_us  # noqa: E402
-
-SLOW = 1.5  # a reading this many times the fastest is in the slow band
+from gemmlab.apitargets import SLOW_PROBE as SLOW  # noqa: E402  (the API bench's own slow-phase mark)
 
 
 def _cpu_reader():

@@ -1,27 +1,23 @@
 """`gemmlab bench --api`: the public entry points timed as a program calls them, against the
-frameworks' own calls in the same process and run.
-
-Two figures per call, on the same shapes and inputs:
+frameworks' own calls in the same process and run. Two figures per call, on the same shapes and inputs:
 - host us/call: the wall time of a batch of back-to-back calls with no synchronisation (100, or
   fewer for calls whose GPU work is long: see `host_batch`), divided by the batch, after one untimed
   call. The calls compared take turns, batch by batch (11 rounds, the median kept), so a noisy host
   weighs on all alike; batches never fill the GPU's launch queue, so the figure is host work.
 - TFLOP/s (GB/s for sums): a loop of calls timed wall-clock from the first call to the end of the
   GPU work (synchronised once at the end): what a program gets. Loops take turns as well.
-Beside them, the lowest SM clock NVML saw during the loop and during bench's timed launches:
-a loop of large tensor-core GEMMs draws full power for 50 ms and clocks lower than bench's
-bursts, and the clocks say so where the loop falls short of bench (torch.mm's loop with it).
-And the host's own speed before each loop (`host_probe_us`): the lent GPU machines' CPUs switch
-between two speeds, one about half the other, pinned or not (session 28, scripts/host_speed.py),
-and a host-bound loop in the slow phase reads up to 2x slower, the library's as much as ours.
-Beside them, `gemmlab bench`'s figure for the same implementation at the same shape (cold L2,
-median of event-timed launches, same run), so a path that wins in the harness and loses through
-the API shows up. Rows: torch.mm / torch.sum / cupy.matmul / cupy.sum (the references), the
-plain gemmlab call (new output each call, as torch.mm makes one), the same with C given, and a
-plan's execute().
+Beside them: the lowest SM clock NVML saw during the loop and during bench's timed launches (a
+loop of large tensor-core GEMMs draws full power for 50 ms and clocks lower than bench's bursts);
+the host's speed before each loop (`host_probe_us`: the lent machines' CPUs switch between two
+speeds, one about half the other, session 28, scripts/host_speed.py); and `gemmlab bench`'s
+figure for the same implementation and shape (cold L2, same run), so a path that wins in the
+harness and loses through the API shows up. Rows: torch.mm / torch.sum / cupy.matmul / cupy.sum
+(the references), the plain gemmlab call (a new output each call, as torch.mm makes one), the
+same with C given, and a plan's execute().
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -32,8 +28,6 @@ DEFAULT_SUM_SIZES = (1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
 HOST_BATCH = 100  # calls per host-time batch: far below the ~1000 launches a queue holds
 DRAIN_S = 0.25  # GPU seconds one batch may queue: each round waits for them, and 11 rounds of 100
 #                 8192^3 SGEMMs (20 ms each) would spend 22 s per call waiting, not measuring
-
-
 PROBE_CALLS = 20  # about 40 us a reading: far above the timer's resolution, far below a phase (~1 s)
 
 
@@ -50,10 +44,20 @@ def host_probe_us() -> float:
     return (time.perf_counter() - start) / PROBE_CALLS * 1e6
 
 
+def shape_size(shape: str) -> int:
+    """M*N*K of a row's "MxNxK", or the element count of a sum's "n"."""
+    return math.prod(int(part) for part in shape.split("x"))
+
+
+def work_units(case: str, shape: str) -> float:
+    """One call's work in its figure's unit: TFLOP (2*M*N*K) for a GEMM, GB for a sum (4 bytes an
+    fp32 element, as bench counts it). The loops' figures and apitargets' kernel times use it."""
+    return 4 * shape_size(shape) / 1e9 if case.startswith("reduce") else 2 * shape_size(shape) / 1e12
+
+
 def host_batch(work_s: float) -> int:
-    """Calls per host-time batch for a call whose GPU work takes `work_s` seconds: 100, fewer
-    when the batch's GPU work would pass DRAIN_S, never below 10 (the host figure of 10 calls of
-    >= 25 ms each is still far above the clock's resolution)."""
+    """Calls per host-time batch for a call of `work_s` seconds of GPU work: 100, fewer past DRAIN_S,
+    never below 10 (10 calls of >= 25 ms each are still far above the clock's resolution)."""
     return max(10, min(HOST_BATCH, int(DRAIN_S / max(work_s, 1e-9))))
 
 
@@ -75,8 +79,7 @@ class Row:
 
     @property
     def clocks(self) -> str:
-        """The loop's lowest SM clock, and bench's beside it where the row has a bench figure
-        ("-" for what NVML could not read): "1605 / 1980"."""
+        """The loop's lowest SM clock, and bench's where it has a bench figure ("-": no NVML): "1605 / 1980"."""
         shown = (self.loop_mhz, self.bench_mhz) if self.bench_figure else (self.loop_mhz,)
         return " / ".join(str(m) if m else "-" for m in shown)
 
@@ -91,9 +94,8 @@ def _host_us(fns: list[Callable[[], object]], sync: Callable[[], None], rounds: 
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
-            # the first call after a sync meets an idle stream and costs far more than the rest
-            # (H100, 8192^3: batches of 11 read 13-19 us a call this way, batches of 100 7 us);
-            # it is made untimed, so a batch's figure is a back-to-back call's whatever its size
+            # the first call after a sync meets an idle stream and costs far more (H100, 8192^3: 13-19
+            # us a call in batches of 11, 7 in batches of 100): untimed, so any batch reads back to back
             fn()
             start = time.perf_counter()
             for _ in range(batch):
@@ -110,13 +112,12 @@ LOOP_REPEATS = 3  # loops per throughput figure, the median reported; odd, so th
 def _loops(fns: list[Callable[[], object]], sync: Callable[[], None],
            work_s: float) -> list[tuple[float, int | None, float]]:
     """Per function: seconds per call of a back-to-back loop of about 50 ms (at least 5 calls), as
-    long as what bench times per figure (the median of LOOP_REPEATS loops, each ended by a sync:
-    one loop is at the mercy of a single host stall, session 21); the lowest SM clock during its
-    loops; the median of host_probe_us read before each loop, outside the timed span (an odd
-    count: one phase's reading); and the GPU's highest SM clock (NVML; None without it). The
-    functions take turns loop by loop, as the host batches do: timed one after another,
-    power-capped loops clocked lower the later they came (session 29, H100, bf16 4096^3: 1455,
-    1305, 1230 MHz for gemmlab's three calls after torch.mm's two)."""
+    bench times per figure (the median of LOOP_REPEATS loops, each ended by a sync: one loop is at
+    the mercy of a host stall); the lowest SM clock during its loops; the median of host_probe_us
+    read before each loop, outside the timed span (an odd count: one phase's reading); and the
+    GPU's highest SM clock (NVML; None without it). The functions take turns loop by loop: timed
+    one after another, power-capped loops clocked lower the later they came (session 29, H100,
+    bf16 4096^3: 1455, 1305, 1230 MHz for gemmlab's three calls after torch.mm's two)."""
     from .cuda.nvml import ClockSampler
 
     calls = max(5, min(2000, int(0.05 / max(work_s, 1e-7))))
@@ -162,7 +163,6 @@ def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]
     import gemmlab
     from .problem import GemmProblem
 
-    flops = 2 * M * N * K
     shape = f"{M}x{N}x{K}"
     out = "fp32"
     if kind in ("sgemm torch", "hgemm torch bf16", "hgemm torch bf16 out"):
@@ -204,7 +204,7 @@ def _gemm_rows(kind: str, M: int, N: int, K: int, with_bench: bool) -> list[Row]
     if with_bench:
         dtype = "fp32" if op == "sgemm" else ("bf16" if "bf16" in kind else "fp16")
         bench = _bench_figure(op, plan.impl, GemmProblem(M, N, K, 1.0, 0.0, dtype, "nn", out))
-    return _measure(kind, shape, refs, mine, plan, sync, flops / 1e12, "TFLOP/s", bench)
+    return _measure(kind, shape, refs, mine, plan, sync, "TFLOP/s", bench)
 
 
 def _sum_rows(kind: str, n: int, with_bench: bool) -> list[Row]:
@@ -229,14 +229,13 @@ def _sum_rows(kind: str, n: int, with_bench: bool) -> list[Row]:
     mine = [("gemmlab.reduce_sum(x)", lambda: gemmlab.reduce_sum(x)), ("Sum.execute()", plan.execute)]
     gemmlab.reduce_sum(x)  # the plain call's executor exists before timing
     bench = _bench_figure("reduce", plan.impl, ReduceProblem(n)) if with_bench else (None, None)
-    return _measure(kind, str(n), refs, mine, plan, sync, 4 * n / 1e9, "GB/s", bench)
+    return _measure(kind, str(n), refs, mine, plan, sync, "GB/s", bench)
 
 
 def _work_seconds(fn: Callable[[], object], sync: Callable[[], None], tries: int = 5) -> float:
-    """Seconds one call takes, GPU work and a sync included: the fastest of `tries` warm calls,
-    after one untimed call; it sets the loops' and host batches' lengths. (A first call timed
-    alone, until session 21, included what the plan builds on it and any host stall: too few
-    calls a loop then.)"""
+    """Seconds one call takes, GPU work and a sync included: the fastest of `tries` warm calls after
+    one untimed call (a first call timed alone included what the plan builds on it), which sets
+    the loops' and host batches' lengths."""
     fn()
     sync()
     times = []
@@ -248,16 +247,16 @@ def _work_seconds(fn: Callable[[], object], sync: Callable[[], None], tries: int
     return min(times)
 
 
-def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, work_units: float, unit: str,
+def _measure(kind: str, shape: str, refs: list, mine: list, plan, sync, unit: str,
              bench: tuple[float | None, int | None]) -> list[Row]:
     """Host time and loop throughput of the reference calls and gemmlab's (the plan's execute
-    sets the loop length); `work_units` per call in `unit` x seconds; `bench` = (figure, MHz)."""
-    work_s = _work_seconds(plan.execute, sync)
+    sets the loop length), in `unit` (work_units per second); `bench` = (figure, MHz)."""
+    work, work_s = work_units(kind, shape), _work_seconds(plan.execute, sync)
     calls = refs + mine
     hosts = _host_us([fn for _, fn in calls], sync, batch=host_batch(work_s))
     figure, bench_mhz = bench
     loops = _loops([fn for _, fn in calls], sync, work_s)
-    return [Row(kind, shape, name, host, work_units / per_call, unit, plan.impl if (name, fn) in mine else "",
+    return [Row(kind, shape, name, host, work / per_call, unit, plan.impl if (name, fn) in mine else "",
                 figure if (name, fn) in mine else None, mhz, bench_mhz if (name, fn) in mine else None, probe, top)
             for (name, fn), host, (per_call, mhz, probe, top) in zip(calls, hosts, loops)]
 

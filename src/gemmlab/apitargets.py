@@ -14,7 +14,7 @@ from start to end (session 28: an H200 run whose probe read 3.8-4.9 us throughou
 runs on these machines read 1.8-2.2 us in their fast phase)."""
 from __future__ import annotations
 
-from .apibench import BENCH_FROM_GEMM, Row, by_shape
+from .apibench import BENCH_FROM_GEMM, Row, by_shape, shape_size, work_units
 
 HOST_RATIO_MAX = 1.5  # a plain call's host time against the framework's own call
 PLAN_US_MAX = 10.0  # a plan's execute()
@@ -28,28 +28,16 @@ LOW_CLOCK = 0.9  # a loop clocked below this share of the GPU's highest clock
 HOST_BOUND = 0.5
 
 
-def _size(shape: str) -> int:
-    """M*N*K of "MxNxK", or the element count of a sum's "n"."""
-    size = 1
-    for part in shape.split("x"):
-        size *= int(part)
-    return size
-
-
 def counted(row: Row) -> bool:
     """Whether issue 13's loop target counts this row: one of gemmlab's, with a bench figure, large enough."""
     if not (row.impl and row.bench_figure):
         return False
-    return _size(row.shape) >= (LOOP_FROM_SUM if row.case.startswith("reduce") else BENCH_FROM_GEMM)
+    return shape_size(row.shape) >= (LOOP_FROM_SUM if row.case.startswith("reduce") else BENCH_FROM_GEMM)
 
 
 def kernel_us(row: Row) -> float | None:
-    """Microseconds of GPU work a call of the row does at bench's figure (TFLOP/s of 2*M*N*K, GB/s of
-    a sum's fp32 elements), None without a bench figure."""
-    if not row.bench_figure:
-        return None
-    work = 4 * _size(row.shape) / 1e9 if row.case.startswith("reduce") else 2 * _size(row.shape) / 1e12
-    return work / row.bench_figure * 1e6
+    """Microseconds of GPU work a call of the row does at bench's figure, None without one."""
+    return work_units(row.case, row.shape) / row.bench_figure * 1e6 if row.bench_figure else None
 
 
 def _why(row: Row, fastest_probe: float | None, full_mhz: int | None) -> tuple[str, bool, bool]:
