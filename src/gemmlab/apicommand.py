@@ -17,19 +17,17 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
     from .harness.session import command_line
     from .harness.ui import console
     from .ops.reduce import parse_sizes
-    from .problem import parse_shape
+    from .problem import comma_items, parse_shape
 
     markdown = output_file(markdown, "--markdown")
-    names = list(KINDS) if selection.strip() == "all" else [s.strip() for s in selection.split(",") if s.strip()]
+    names = list(KINDS) if selection.strip() == "all" else comma_items(selection, "--api")
     unknown = [s for s in names if s not in KINDS]
-    if unknown or not names:
+    if unknown:
         raise BadArgumentError(f"--api {selection!r}: choose all, or some of {', '.join(KINDS)}")
     kinds = tuple(k for name in names for k in KINDS[name])
     gemm_sizes = apibench.DEFAULT_GEMM_SIZES
     if sizes is not None:
-        gemm_sizes = tuple(parse_shape(s.strip()) for s in sizes.split(",") if s.strip())
-        if not gemm_sizes:
-            raise BadArgumentError(f"--sizes {sizes!r} names no shape (e.g. 512,4096,1000x3000x2000)")
+        gemm_sizes = tuple(parse_shape(s) for s in comma_items(sizes, "--sizes"))
     sum_sizes = tuple(parse_sizes(n, apibench.DEFAULT_SUM_SIZES)) if n is not None else apibench.DEFAULT_SUM_SIZES
     try:  # the references it times against
         import torch  # noqa: F401

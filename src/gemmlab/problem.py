@@ -171,6 +171,17 @@ def problem_from_dict(data: dict):
     return problem
 
 
+def comma_items(text: str, option: str) -> list[str]:
+    """'1024, 4096' -> ['1024', '4096'] for a comma-separated option. An empty item ('1024,,2048', a
+    trailing comma) is refused rather than skipped: it is more often a value lost than one meant."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise BadArgumentError(f"{option} is empty")
+    if not all(items):
+        raise BadArgumentError(f"{option} {text!r} has an empty item")
+    return items
+
+
 def size_label(n: int) -> str:
     """1048576 -> '2^20', 1048583 -> '2^20+7', 1000 -> '1000'."""
     for k in range(62, 3, -1):

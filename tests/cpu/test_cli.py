@@ -49,6 +49,15 @@ def run(capsys, *args):
     (["bench", "--op", "hgemm", "--layout", ""], "--layout is empty"),
     (["analyze", "--op", "hgemm", "--impl", "persistent", "--out-dtype", " "], "--out-dtype is empty"),
     (["profile", "--op", "reduce", "--M", "5", "--K", "5"], "--K/--M: for the GEMM ops; --op reduce takes --n"),
+    # an empty item was skipped, so a value lost in a typo ran the rest without a word (session 30)
+    (["bench", "--sizes", "1024,,2048"], "--sizes '1024,,2048' has an empty item"),
+    (["bench", "--sizes", "1024,"], "--sizes '1024,' has an empty item"),
+    (["bench", "--op", "bgemm", "--sizes", "8x64,,8x128"], "has an empty item"),
+    (["bench", "--op", "reduce", "--n", "1024,,4096"], "--n '1024,,4096' has an empty item"),
+    (["bench", "--api", "sgemm,", "--sizes", "512"], "--api 'sgemm,' has an empty item"),
+    (["bench", "--api", "sgemm", "--sizes", "512,,4096"], "--sizes '512,,4096' has an empty item"),
+    (["bench", "--api", "sgemm", "--n", "1024,,4096"], "--n '1024,,4096' has an empty item"),
+    (["tune", "--impl", "vectorize", "--devices", "0,,1"], "--devices '0,,1' has an empty item"),
     (["analyze", "--op", "reduce", "--M", "5", "--K", "5"], "--K/--M: for the GEMM ops; --op reduce takes --n"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, needle):
@@ -155,7 +164,7 @@ def test_another_programs_database_is_refused_untouched(capsys, tmp_path, monkey
     (["analyze", "--impl", "naive", "--arch", "sm_90", "--db", "{dir}"], "is a directory"),
     (["bench", "--op", "reduce", "--n", "9^999999999"], "too large"),
     (["bench", "--op", "reduce", "--n", "1<<99999999999999"], "too large"),
-    (["bench", "--api", "sgemm", "--sizes", ","], "names no shape"),
+    (["bench", "--api", "sgemm", "--sizes", ","], "--sizes is empty"),
     (["bench", "--api", "sgemm", "--markdown", "{dir}"], "is a directory"),
     (["report", "--db", "{dir}"], "cannot read"),
     (["report", "--db", "{ours}", "--out", "{file}"], "is a file"),

@@ -14,7 +14,7 @@ import numpy as np
 from ..cuda.prepared import PreparedImpl
 from ..errors import BadArgumentError
 from ..kernels.bgemm import specs as _kernels  # noqa: F401  (registers the ladder)
-from ..problem import BatchedGemmProblem, parse_shape
+from ..problem import BatchedGemmProblem, comma_items, parse_shape
 from ..registry import Baseline, register
 from .base import ShapeArgs
 from .gemm_family import GemmOp, Verdict, gemm_shapes
@@ -107,7 +107,7 @@ class BgemmOp(GemmOp):
             return [BatchedGemmProblem(m, n, k, args.alpha, args.beta, batch=args.batch or 1)]
         if args.sizes:
             # 8x512,8x512: once, as GEMM sizes are
-            shapes = list(dict.fromkeys(parse_batched(s.strip(), args.batch) for s in args.sizes.split(",") if s.strip()))
+            shapes = list(dict.fromkeys(parse_batched(s, args.batch) for s in comma_items(args.sizes, "--sizes")))
         else:  # the default sizes (BATCHxN), each with --batch's count when it is given
             defaults = (parse_batched(s, None) for s in DEFAULT_SIZES.split(","))
             shapes = [(args.batch or b, m, n, k) for b, m, n, k in defaults]

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..problem import GemmProblem, parse_shape
+from ..problem import GemmProblem, comma_items, parse_shape
 from ..errors import BadArgumentError
 from .. import registry
 from .base import Metric, Op, Share, ShapeArgs, device_inputs
@@ -143,10 +143,7 @@ def gemm_shapes(args: ShapeArgs, default_sizes: str | None) -> list[tuple[int, i
     text = args.sizes or default_sizes
     if not text:
         return []
-    shapes = list(dict.fromkeys(parse_shape(s.strip()) for s in text.split(",") if s.strip()))  # 64,64: once
-    if not shapes:
-        raise BadArgumentError("--sizes is empty")
-    return shapes
+    return list(dict.fromkeys(parse_shape(s) for s in comma_items(text, "--sizes")))  # 64,64: once
 
 
 def gflops(point) -> float | None:

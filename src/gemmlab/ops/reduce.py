@@ -11,7 +11,7 @@ import re
 
 from ..errors import BadArgumentError
 from ..kernels.reduce import specs as _kernels  # noqa: F401  (registers the ladder)
-from ..problem import ReduceProblem, size_label
+from ..problem import ReduceProblem, comma_items, size_label
 from . import reduce_libraries as _libraries  # noqa: F401  (registers CUB, torch, copy)
 from .base import Metric, Op, ShapeArgs, Share, device_inputs, inverse_time, ratio, time_ms
 from .reduce_check import (SPECIAL_CASES, ReduceVerdict, check_partials, check_spread, check_sum, make_input,
@@ -66,10 +66,7 @@ def parse_size(text: str) -> int:
 def parse_sizes(text: str | None, default: str | tuple[int, ...]) -> list[int]:
     if text is None:
         return [parse_size(s) for s in default.split(",")] if isinstance(default, str) else list(default)
-    sizes = list(dict.fromkeys(parse_size(s) for s in text.split(",") if s.strip()))  # 1024,2^10: once, as GEMM sizes
-    if not sizes:
-        raise BadArgumentError("--n is empty")
-    return sizes
+    return list(dict.fromkeys(parse_size(s) for s in comma_items(text, "--n")))  # 1024,2^10: once, as GEMM sizes
 
 
 def _device_input(n: int, seed: int, kind: str, host: bool):

@@ -11,7 +11,7 @@ from rich.table import Table
 from .. import ops, registry
 from ..errors import BadArgumentError
 from ..harness.ui import console, fmt_params
-from ..problem import GemmProblem
+from ..problem import GemmProblem, comma_items
 
 
 TUNABLE_OPS = ("sgemm", "hgemm")  # a GemmProblem per trial; bgemm and reduce have other problems
@@ -124,12 +124,11 @@ def _problem(spec, M: int, N: int, K: int, dtype: Optional[str]) -> tuple[GemmPr
 def _parse_devices(devices: Optional[str]) -> list[int] | None:
     if devices is None:
         return None
+    items = comma_items(devices, "--devices")
     try:
-        device_list = [int(d) for d in devices.split(",") if d.strip()]
+        device_list = [int(d) for d in items]
     except ValueError:
         raise BadArgumentError(f"--devices {devices!r} must be GPU indices like 0,1") from None
-    if not device_list:
-        raise BadArgumentError("--devices is empty")
     shown = ",".join(map(str, device_list))
     if min(device_list) < 0:
         raise BadArgumentError(f"--devices {shown}: GPU indices start at 0")
