@@ -293,20 +293,18 @@ def _utf8(text: str) -> bool:  # os.fsdecode keeps an undecodable byte as a lone
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every failure into one line and an exit code."""
     err = Console(stderr=True)
+    def say(line): err.print(line, highlight=False, markup=False, soft_wrap=True)
     # An argument that is not UTF-8 (a file name's stray byte) cannot be written into a report,
     # a database or a message: refused before any command makes a file of it
     bad = next((a for a in (sys.argv[1:] if argv is None else argv) if not _utf8(a)), None)
     if bad is not None:
-        err.print(f"error: argument {ascii(bad)[:80]} is not UTF-8 text", highlight=False, markup=False, soft_wrap=True)
+        say(f"error: argument {ascii(bad)[:80]} is not UTF-8 text")
         return 2
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)  # Typer returns Ctrl-C in a command as 130
     except GemmlabError as exc:
-        err.print(f"error: {_line(exc)}", highlight=False, markup=False, soft_wrap=True)
+        say(f"error: {_line(exc)}")
         return exc.exit_code
-    except KeyboardInterrupt:
-        err.print("error: interrupted (results recorded so far are kept)", highlight=False, markup=False)
-        return 130
     except Exception as exc:
         # Typer may vendor its own copy of click, so match click's exceptions by shape.
         kind = type(exc).__name__
@@ -314,15 +312,18 @@ def main(argv: list[str] | None = None) -> int:
             console.print(exc.format_message(), highlight=False, markup=False)
             return 0
         if kind == "Abort":
-            err.print("error: interrupted (results recorded so far are kept)", highlight=False, markup=False)
-            return 130
-        if hasattr(exc, "format_message"):  # usage errors: unknown option, non-integer value...
-            err.print(f"error: {_line(exc.format_message())}", highlight=False, markup=False, soft_wrap=True)
+            code = 130
+        elif hasattr(exc, "format_message"):  # usage errors: unknown option, non-integer value...
+            say(f"error: {_line(exc.format_message())}")
             return 2
-        # A bug: still one line, with what it was.
-        err.print(f"internal error: {type(exc).__name__}: {_line(exc)}", highlight=False, markup=False, soft_wrap=True)
-        return 3
-    return 0
+        else:  # a bug: still one line, with what it was
+            say(f"internal error: {type(exc).__name__}: {_line(exc)}")
+            return 3
+    except KeyboardInterrupt:  # outside a command's body (typer's own Ctrl-C handling is above)
+        code = 130
+    if code == 130:
+        say("error: interrupted (results recorded so far are kept)")
+    return code if type(code) is int else 0
 
 
 if __name__ == "__main__":

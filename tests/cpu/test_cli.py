@@ -93,6 +93,41 @@ def test_env_works_without_gpu(capsys):
         assert text and text != "-", reason[0]
 
 
+def test_ctrl_c_in_a_command_exits_130_with_one_line(capsys, monkeypatch):
+    """Typer turns a KeyboardInterrupt inside a command into an exit code that a non-standalone
+    app returns rather than raises: main read it as success (exit 0, nothing said) until session 30."""
+    import gemmlab.envinfo
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gemmlab.envinfo, "collect_env", interrupted)
+    code, out, err = run(capsys, "env")
+    assert code == 130
+    assert err == "error: interrupted (results recorded so far are kept)\n"
+
+
+def test_sigint_to_the_command_line_exits_130():
+    """The same through a real SIGINT to a running `gemmlab compile` (NVRTC works without a GPU),
+    in a fresh cache so that the command is still compiling when the signal comes."""
+    import os
+    import signal
+    import tempfile
+    import time
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "PYTHONPATH": SRC, "GEMMLAB_CACHE": cache}
+        proc = subprocess.Popen([sys.executable, "-m", "gemmlab.cli", "compile", "--arch", "sm_90"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(4)  # past the imports, into the first kernels' compiles
+        if proc.poll() is not None:
+            pytest.skip("compile finished before the signal (a fast machine with a warm NVRTC)")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+
+
 def test_console_script_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "gemmlab.cli", "bench", "--impl", "nope"],
                           capture_output=True, text=True, env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"})
