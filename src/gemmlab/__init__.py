@@ -20,10 +20,14 @@ __version__ = "0.1.0"
 
 
 def list_kernels(op: str | None = "sgemm") -> list[str]:
-    """Names of every registered kernel and baseline, in ladder order."""
+    """Names of `op`'s kernels and baselines, in ladder order; op=None: every op's, each name once
+    (cublas serves several). An op that does not exist is a BadArgumentError, not an empty list."""
+    from .ops import names
     from .registry import all_impls
 
-    return [impl.name for impl in all_impls(op)]
+    if op is not None and op not in names():
+        raise BadArgumentError(f"op {op!r}: choose one of {', '.join(names())}, or None for every op")
+    return list(dict.fromkeys(impl.name for impl in all_impls(op)))
 
 
 __all__ = ["sgemm", "hgemm", "bgemm", "reduce_sum", "Matmul", "Sum", "explain", "use_tuning", "register_torch_ops",

@@ -64,6 +64,10 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
     from .cuda.compile import compile_kernel
 
     ops.get(op)
+    impls = registry.select(impl, op=op, with_baselines=False)  # names and --params: before the GPU is asked
+    if not any(i.kind == "kernel" for i in impls):  # a library baseline (cublas, ...) has nothing to build
+        raise BadArgumentError(f"--impl {impl!r} names no gemmlab kernel: nothing to compile")
+    chosen = params_for(impls, params)
     if arch is not None:
         _check_arch(arch, f"--arch {arch!r}")
     else:
@@ -74,10 +78,6 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
         except NoGPUError as exc:
             raise NoGPUError(f"{exc}; to compile without a GPU, pass --arch (e.g. --arch sm_90)") from None
         _check_arch(arch, f"this GPU's {arch}")
-    impls = registry.select(impl, op=op, with_baselines=False)
-    if not any(i.kind == "kernel" for i in impls):  # a library baseline (cublas, ...) has nothing to build
-        raise BadArgumentError(f"--impl {impl!r} names no gemmlab kernel: nothing to compile")
-    chosen = params_for(impls, params)
     table = Table(title=f"compile report ({arch})")
     for col in ("kernel", "parameters", "regs", "smem B", "stack B", "spill st", "spill ld", "time s", "cached"):
         table.add_column(col, justify="right" if col not in ("kernel", "parameters") else "left", overflow="fold")
@@ -237,17 +237,13 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
                      dry_run, plot, db, session.command_line(), cluster, compile_workers, gpu, dtype, op)
 
 
-def _api_choice(problem, gpu: str, arch: str):
-    """What the API would run for `problem` (apichoice.resolve, imported on first use)."""
+def _api_choice(problem, gpu: str, arch: str):  # what the API would run (apichoice, imported on first use)
     from .apichoice import resolve
-
     return resolve(problem, gpu, arch)
 
 
-def _table_params(problem, impl: str, gpu: str, arch: str):
-    """The dispatch table's best parameters of one kernel (apichoice.table_params, on first use)."""
+def _table_params(problem, impl: str, gpu: str, arch: str):  # the dispatch table's best parameters of one kernel
     from .apichoice import table_params
-
     return table_params(problem, impl, gpu, arch)
 
 
@@ -305,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     except GemmlabError as exc:
         say(f"error: {_line(exc)}")
         return exc.exit_code
+    except OSError as exc:  # a write no check foresaw (a full disk, stdout closed): what was stored is kept
+        say(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+        return 2
     except Exception as exc:
         # Typer may vendor its own copy of click, so match click's exceptions by shape.
         kind = type(exc).__name__

@@ -2,10 +2,13 @@
 checked before any work: a benchmark must not run for minutes and then fail to write its table.
 Each is refused in one line (BadArgumentError: exit 2) where it names a directory, lies under a
 plain file or in a folder this user cannot write, or would overwrite a results database (the
-command's own, or any SQLite file); a missing parent folder is made, as the database's is."""
+command's own, or any SQLite file); a missing parent folder is made, as the database's is.
+Writability is tried, not asked: os.access says yes to root on /proc or /sys, where the write
+then failed after the run."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from .errors import BadArgumentError
@@ -31,7 +34,7 @@ def output_file(path: str | os.PathLike | None, option: str,
             raise BadArgumentError(f"{option} {str(path)!r} is the results database this command writes: "
                                    "name another file")
     if path.exists():  # a file (or /dev/stdout) that can be written, wherever it lies
-        if not os.access(path, os.W_OK):
+        if not _writable(path):
             raise BadArgumentError(f"{option} {str(path)!r} is not writable")
         if _sqlite(path):
             raise BadArgumentError(f"{option} {str(path)!r} is an SQLite database (results of earlier runs?): "
@@ -39,6 +42,60 @@ def output_file(path: str | os.PathLike | None, option: str,
         return path
     _folder(path.parent, option, path)
     return path
+
+
+def distinct(*named: tuple[str, Path | None]) -> None:
+    """(option, path) pairs of one command: two options naming one file would overwrite each other."""
+    seen: dict[Path, str] = {}
+    for option, path in named:
+        if path is None:
+            continue
+        key = path.resolve()
+        if key in seen:
+            raise BadArgumentError(f"{seen[key]} and {option} both name {str(path)!r}: each needs its own file")
+        seen[key] = option
+
+
+def database_ready(path: str | os.PathLike) -> None:
+    """Refuse a --db this command could not record into before any work, and before the GPU is
+    looked for, making nothing: an existing file is opened and checked as the run will open it
+    (without the integrity scan, which the run's own open makes); for a new one, the nearest
+    existing folder must take a file."""
+    from .store import ResultStore
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        ResultStore(path, integrity=False).close()
+        return
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    why = _refuses_files(folder)
+    if why:
+        raise BadArgumentError(f"cannot open {path} as a results database ({why}); name another one with --db")
+
+
+def _writable(path: Path) -> bool:
+    """An existing regular file opened for appending, which changes nothing in it; anything else
+    (a terminal, /dev/stdout, a pipe that opening would block on) as the kernel's access check says."""
+    if not path.is_file():
+        return os.access(path, os.W_OK)
+    try:
+        with open(path, "ab"):
+            return True
+    except OSError:
+        return False
+
+
+def _refuses_files(folder: Path) -> str | None:
+    """Why `folder` cannot take a new file (None when it can): one made and removed."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gemmlab-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:  # a parent that is a file, no permission, a read-only file system, /proc
+        return exc.strerror or str(exc)
+    return None
 
 
 def _sqlite(path: Path) -> bool:
@@ -67,5 +124,6 @@ def _folder(folder: Path, option: str, named: Path) -> None:
     except OSError as exc:  # a parent that is a plain file, no permission, a read-only file system
         raise BadArgumentError(f"{option} {str(named)!r}: cannot make folder {str(folder)!r} "
                                f"({exc.strerror or exc})") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BadArgumentError(f"{option} {str(named)!r}: folder {str(folder)!r} is not writable")
+    why = _refuses_files(folder)
+    if why:
+        raise BadArgumentError(f"{option} {str(named)!r}: folder {str(folder)!r} is not writable ({why})")

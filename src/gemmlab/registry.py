@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import BadArgumentError, ConstraintError, UnknownKernelError
-from .problem import GemmProblem
+from .problem import GemmProblem, comma_items
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 
@@ -320,9 +320,9 @@ def select(names: str, op: str = "sgemm", with_baselines: bool = True) -> list[A
     if text == "all":
         return [i for i in all_impls(op) if with_baselines or i.kind == "kernel"]
     picked = []
-    for name in (n.strip() for n in text.split(",")):
-        if not name:
-            raise BadArgumentError(f"--impl {names!r} has an empty name")
+    for name in comma_items(text, "--impl"):
+        if name == "all":  # else "unknown kernel 'all'"
+            raise BadArgumentError(f"--impl {names!r}: 'all' stands alone (it names every implementation)")
         found = [k for k in kernels(op) if k.rung is not None] if name == "ladder" else [get(name, op)]
         if found and found[0].op != op:
             raise BadArgumentError(f"{name} is a {found[0].op} implementation, not {op}")

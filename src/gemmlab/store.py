@@ -102,12 +102,12 @@ def _has_columns_of(db: sqlite3.Connection, version: int) -> bool:
         return all(_columns(ours, table) <= _columns(db, table) for table in ("runs", "results"))
 
 
-def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True) -> str | None:
+def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True, named_by: str = "--db") -> str | None:
     """Why gemmlab must not use this SQLite file as its results database, read without writing:
     another program's database (gemmlab stamps user_version when it creates its tables, so tables
     under version 0, or a version without runs and results of that version's columns, are not ours), one from a newer
     gemmlab, or (with `integrity`) a damaged one (PRAGMA quick_check, which reads the whole
-    file). None for a gemmlab file or an empty one."""
+    file). None for a gemmlab file or an empty one. `named_by`: where the user names another file."""
     # version and tables from one snapshot: another process creating the schema in between would
     # otherwise show tables under version 0 (a fresh file opened by two processes at once)
     own = not db.in_transaction
@@ -122,27 +122,27 @@ def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True) -> str |
     if (version == 0 and tables) or (version > 0 and not {"runs", "results"} <= tables) \
             or (0 < version <= SCHEMA_VERSION and not _has_columns_of(db, version)):
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        return f"{path} is an SQLite database of another program (tables: {shown}); name another file with --db"
+        return f"{path} is an SQLite database of another program (tables: {shown}); name another file with {named_by}"
     if version > SCHEMA_VERSION:
         return f"{path} has schema version {version}; this gemmlab knows only up to {SCHEMA_VERSION} (upgrade gemmlab)"
     if tables and integrity:
         problems = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
         if problems != ["ok"]:
-            return f"{path} is damaged (SQLite quick_check: {problems[0]}); name another one with --db"
+            return f"{path} is damaged (SQLite quick_check: {problems[0]}); name another one with {named_by}"
     return None
 
 
 class ResultStore:
     """One SQLite file of runs and their result rows."""
 
-    def __init__(self, path: str | os.PathLike = DEFAULT_DB, integrity: bool = True, write: bool = True):
-        """`integrity`: also check the whole file for damage before writing to it (PRAGMA
-        quick_check: 0.14 s for 112 MB); the API's lookups of tuned parameters only read.
-        `write`: refuse a file this process cannot write (read-only, or immutable), here rather
-        than at the first row, after the command's work."""
+    def __init__(self, path: str | os.PathLike = DEFAULT_DB, integrity: bool = True, write: bool = True,
+                 named_by: str = "--db"):
+        """`integrity`: also check the whole file for damage before writing to it (PRAGMA quick_check:
+        0.14 s for 112 MB). `write`: refuse a file this process cannot write (read-only, immutable)
+        here, not at the first row after the work. `named_by`: what the refusals say to change."""
         self.path = Path(path)
         if self.path.is_dir():  # also '' (the current directory)
-            raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
+            raise BadArgumentError(f"{named_by} {str(path)!r} is a directory: name a results database file")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every
@@ -152,11 +152,11 @@ class ResultStore:
                                        isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:  # a parent that is a file, no permission, ...
             raise BadArgumentError(f"cannot open {self.path} as a results database "
-                                   f"({getattr(exc, 'strerror', None) or exc}); name another one with --db") from None
+                                   f"({getattr(exc, 'strerror', None) or exc}); name another one with {named_by}") from None
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
         try:
-            why = self._retry(lambda: refusal(self._db, self.path, integrity))  # read only: before the WAL switch
+            why = self._retry(lambda: refusal(self._db, self.path, integrity, named_by))  # read only: before the WAL switch
             if why:
                 raise BadArgumentError(why)
             self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
@@ -168,7 +168,7 @@ class ResultStore:
             self._db.close()
             reason = "read-only" if "readonly" in str(exc) else str(exc)
             raise BadArgumentError(f"{self.path} is not a usable gemmlab results database ({reason}); "
-                                   "name another one with --db") from None
+                                   f"name another one with {named_by}") from None
         except BadArgumentError:
             self._db.close()
             raise

@@ -56,8 +56,14 @@ def run(capsys, *args):
     (["bench", "--op", "reduce", "--n", "1024,,4096"], "--n '1024,,4096' has an empty item"),
     (["bench", "--api", "sgemm,", "--sizes", "512"], "--api 'sgemm,' has an empty item"),
     (["bench", "--api", "sgemm", "--sizes", "512,,4096"], "--sizes '512,,4096' has an empty item"),
-    (["bench", "--api", "sgemm", "--n", "1024,,4096"], "--n '1024,,4096' has an empty item"),
+    (["bench", "--api", "reduce", "--n", "1024,,4096"], "--n '1024,,4096' has an empty item"),
     (["tune", "--impl", "vectorize", "--devices", "0,,1"], "--devices '0,,1' has an empty item"),
+    (["bench", "--api", "sgemm", "--n", "1024"], "--n sizes the reduce calls, and --api 'sgemm' times none"),
+    (["tune", "--impl", "vectorize", "--param", "BM=64,,128"], "--param BM '64,,128' has an empty item"),
+    (["tune", "--impl", "vectorize,naive"], "searches one kernel's space at a time"),
+    (["bench", "--impl", "all,naive"], "'all' stands alone"),
+    (["bench", "--op", "bgemm", "--sizes", "8x512", "--batch", "4"], "and so does --batch 4"),
+    (["bench", "--api", "reduce", "--sizes", "1024"], "--sizes sizes the sgemm or hgemm calls"),
     (["analyze", "--op", "reduce", "--M", "5", "--K", "5"], "--K/--M: for the GEMM ops; --op reduce takes --n"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, args, needle):

@@ -20,7 +20,7 @@ def run(capsys, *args):
 def test_no_ncu_is_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("GEMMLAB_NCU", str(tmp_path / "no-such-ncu"))
     code, out, err = run(capsys, "profile", "--impl", "naive,vectorize", "--db", str(tmp_path / "r.db"))
-    assert code == 2 and err.startswith("error: ncu (Nsight Compute) was not found")
+    assert code == 2 and err.startswith(f"error: GEMMLAB_NCU={str(tmp_path / 'no-such-ncu')!r} is not a runnable file")
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
     assert not (tmp_path / "r.db").exists()
 
@@ -192,7 +192,7 @@ def test_flops_of_a_profiled_launch():
 def test_reduce_without_gpu_is_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("GEMMLAB_NCU", str(tmp_path / "no-such-ncu"))
     code, out, err = run(capsys, "profile", "--op", "reduce", "--impl", "shuffle", "--n", "4096")
-    assert code == 2 and err.startswith("error: ncu (Nsight Compute) was not found")
+    assert code == 2 and err.startswith("error: GEMMLAB_NCU=") and "is not a runnable file" in err
 
 
 def test_dispatch_is_profiled_as_the_kernel_it_stands_for(tmp_path, monkeypatch):

@@ -104,7 +104,7 @@ def test_parse_size(text, n):
     assert parse_size(text) == n
 
 
-@pytest.mark.parametrize("text", ["0", "-3", "abc", "2^", "1e6", ""])
+@pytest.mark.parametrize("text", ["0", "-3", "abc", "2^", "1e6", "", "1_024", "\uff11\uff10\uff12\uff14", "2^1_0", "1<<", "<<3"])
 def test_parse_size_refuses(text):
     with pytest.raises(BadArgumentError):
         parse_size(text)

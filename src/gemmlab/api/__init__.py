@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Mapping
 
+from ..errors import GemmlabError
 from . import calls, checks, core, sum_calls, tuning
 from .plans import Matmul, Sum
 
@@ -167,6 +168,10 @@ def _explained_shape(op: str, shape, dtype: str | None) -> tuple[tuple, str]:
 def register_torch_ops() -> None:
     """Register gemmlab::sgemm, gemmlab::hgemm, gemmlab::bgemm and gemmlab::reduce_sum as torch custom
     ops (torch.ops.gemmlab.*), with fake implementations so torch.compile traces through them."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise GemmlabError("gemmlab.register_torch_ops needs torch: pip install torch") from None
     from . import torch_ops  # noqa: F401  (registers on import)
 
 

@@ -28,15 +28,19 @@ def use_tuning(path: str | os.PathLike | None) -> None:
             _cache.clear()
         return
     p = Path(path).resolve()  # the file named now: a later os.chdir must not swap it for another
+    if p.is_dir():
+        raise BadArgumentError(f"gemmlab.use_tuning: {p} is a directory: name a results database file")
     if not p.is_file():
-        raise BadArgumentError(f"no tuning database at {p}")
+        raise BadArgumentError(f"gemmlab.use_tuning: no tuning database at {p}")
     from ..store import ResultStore
 
-    try:
-        with ResultStore(p, write=False) as store:  # a read-only file of tuned parameters serves
+    try:  # a read-only file of tuned parameters serves; the store's refusals are one line as they are
+        with ResultStore(p, write=False, named_by="gemmlab.use_tuning(path)") as store:
             store.query("SELECT 1 FROM runs LIMIT 1")
-    except Exception as exc:  # not SQLite, or not ours
-        raise BadArgumentError(f"{p} is not a gemmlab results database ({exc})") from None
+    except BadArgumentError:
+        raise
+    except Exception as exc:  # anything else SQLite says
+        raise BadArgumentError(f"gemmlab.use_tuning: {p} is not a gemmlab results database ({exc})") from None
     with _lock:
         _named = str(p)
         _cache.clear()

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from .. import ops
 from ..errors import BadArgumentError, GemmlabError
-from ..outputs import output_file
+from ..outputs import database_ready, distinct, output_file
 from ..store import DEFAULT_DB, ResultStore, batch_file_path
 from . import dispatched
 from .bench import BenchOptions, raise_on_failure, run_bench, verify_sweep
@@ -109,6 +109,7 @@ def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, p
     target = db or DEFAULT_DB  # no table may be written over it
     csv, json_out = output_file(csv, "--csv", target), output_file(json_out, "--json", target)  # before any work
     markdown = output_file(markdown, "--markdown", target)
+    distinct(("--csv", csv), ("--json", json_out), ("--markdown", markdown))
     op = ops.get(op_name)
     dtype = op.check_dtype(args.dtype)
     named, after = dispatched.split(impl)
@@ -121,6 +122,7 @@ def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, p
     names = {i.name for i in impls}
     impls += [i for name in op.always_measured for i in op.select(name, dtype) if name not in names]
     impls = usable(impls)
+    database_ready(target)  # a database it could not record into: said before "no GPU" and any work
     device()  # fail early, with one line, when there is no GPU
     header = op.header_for(args)
     if after is not None:  # the API's own names for this GPU, as a call would look them up

@@ -79,6 +79,9 @@ def parse_batched(text: str, batch: int | None) -> tuple[int, int, int, int]:
     """'8x512' (batch x cube), 'BxMxNxK', or with --batch: 'N' / 'MxNxK' -> (batch, M, N, K)."""
     parts = text.lower().split("x")
     if batch is not None:
+        if len(parts) in (2, 4):  # a batch in the size as well: which count was meant?
+            raise BadArgumentError(f"size {text!r} gives a batch count, and so does --batch {batch}: give one "
+                                   "(with --batch, sizes are N or MxNxK)")
         return (batch, *parse_shape(text))
     try:
         if len(parts) == 2:

@@ -29,12 +29,13 @@ DEFAULT_BENCH_SIZES = "1024,65536,1048576,16777216,268435456"
 EDGE_SIZES = (1, 2, 3, 4, 5, 31, 32, 33, 255, 256, 257, 1000, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4097,
               65537, (1 << 20) + 7, 3 * (1 << 21) + 5)
 
-_POW = re.compile(r"^(\d+)\s*(?:\^|\*\*)\s*(\d+)\s*(?:([+-])\s*(\d+))?$")
+_POW = re.compile(r"^([0-9]+)\s*(?:\^|\*\*)\s*([0-9]+)\s*(?:([+-])\s*([0-9]+))?$")
+_DIGITS = re.compile(r"\s*[0-9]+\s*")  # ASCII, unseparated, as GEMM sizes (int() takes '1_024' and '１０２４')
 
 
 def parse_size(text: str) -> int:
     """'1024' | '2^20' | '2**20' | '2^20+7' | '1<<20' -> an element count >= 1."""
-    t = text.strip().replace("_", "")
+    t = text.strip()
     m = _POW.match(t)
     try:
         # exponents and shifts bounded before they are computed: 9^999999999 would take minutes
@@ -45,6 +46,8 @@ def parse_size(text: str) -> int:
             value = base ** power
             if m.group(3):
                 value += int(m.group(4)) * (1 if m.group(3) == "+" else -1)
+        elif not all(_DIGITS.fullmatch(part) for part in t.split("<<", 1)):
+            raise ValueError(text)
         elif "<<" in t:
             a, b = t.split("<<")
             if int(a) != 0 and int(b) > 64:

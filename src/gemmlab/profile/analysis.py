@@ -56,7 +56,7 @@ def analyze(spec: Any, params: dict | None, arch: str, problem, with_sass: bool 
     if with_sass:
         tool = tool or S.find_tool()
         if tool is None:
-            reason = S.NO_TOOL
+            reason = S.no_tool()
         else:
             try:
                 text = S.disassemble(ck.cubin, tool)

@@ -35,6 +35,7 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     Every op: the tensor-core rungs (--op hgemm, built for the --dtype, --layout and --out-dtype
     given, as bench builds them) show their wgmma (HGMMA) main loop."""
     from ..envinfo import collect_env
+    from ..outputs import database_ready
     from ..store import DEFAULT_DB, ResultStore
     from . import rows
     from .analysis import analyze as run_analysis
@@ -52,11 +53,11 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     chosen = params_for(specs, params)
     given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
     problem = _problem(op, given, M, N, K, n)
-    # an existing database checked (a foreign, newer or damaged one refused) before the kernels
-    # compile; a new one is made only when there are rows to put in it
+    # the database checked (a foreign, newer or read-only one refused, a new one's folder tried)
+    # before the kernels compile; a new one is made only when there are rows to put in it
     db_path = Path(db or DEFAULT_DB)
-    if store_rows and db_path.exists():
-        ResultStore(db_path).close()
+    if store_rows:
+        database_ready(db_path)
     tool = find_tool()
     skipped = []  # kernels not built, each with its reason, said below the tables
     for s in list(specs):

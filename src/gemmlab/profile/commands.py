@@ -13,7 +13,7 @@ from rich.table import Table
 
 from .. import ops, registry
 from ..errors import BadArgumentError, GemmlabError
-from ..outputs import output_file, output_folder
+from ..outputs import database_ready, distinct, output_file, output_folder
 from ..harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
 
 DEFAULT_SHAPE = 4096
@@ -213,6 +213,7 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     refuse_gemm_shape(ctx, op)
     target = db or DEFAULT_DB  # no table may be written over it
     csv, json_out = output_file(csv, "--csv", target), output_file(json_out, "--json", target)  # before ncu runs
+    distinct(("--csv", csv), ("--json", json_out))
     if reports is not None:
         reports = output_folder(reports, "--reports")
     if not math.isfinite(timeout) or timeout <= 0:  # nan passed `<= 0` and then broke subprocess.run
@@ -230,7 +231,8 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     picks = Selection.named(the_op, problem, impl, params, from_table)  # checked before any GPU work
     ncu = N_.find_ncu()
     if ncu is None:
-        raise GemmlabError(N_.NO_NCU)
+        raise GemmlabError(N_.no_ncu())
+    database_ready(target)
     device()  # one line when there is no GPU
     arch = info().arch
     picks.on_gpu(info().name, arch, shape)

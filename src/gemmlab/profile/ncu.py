@@ -118,6 +118,14 @@ def find_ncu() -> str | None:
 NO_NCU = ("ncu (Nsight Compute) was not found: `gemmlab profile` needs it on PATH or in GEMMLAB_NCU "
           "(`gemmlab analyze` needs no GPU and no ncu)")
 
+
+def no_ncu() -> str:
+    """Why find_ncu() found none, naming GEMMLAB_NCU's value where that is what failed."""
+    env = os.environ.get("GEMMLAB_NCU")
+    if env:
+        return f"GEMMLAB_NCU={env!r} is not a runnable file (unset it to look for ncu on PATH)"
+    return NO_NCU
+
 # ncu's own words -> one line for the user. Checked in this order.
 _FAILURES: tuple[tuple[str, str], ...] = (
     ("ERR_NVGPUCTRPERM", "ncu may not read the GPU's performance counters on this machine "

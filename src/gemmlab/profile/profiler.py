@@ -305,7 +305,7 @@ def profile_many(impls: list, problem, params_for: Callable[[Any], dict], warmup
                  source: bool = False) -> list[ProfiledKernel]:
     ncu = N.find_ncu()
     if ncu is None:
-        raise GemmlabError(N.NO_NCU)
+        raise GemmlabError(N.no_ncu())
     out: list[ProfiledKernel] = []
     with tempfile.TemporaryDirectory(prefix="gemmlab-ncu-") as tmp:
         workdir = Path(reports) if reports else Path(tmp)

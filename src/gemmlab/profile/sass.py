@@ -232,8 +232,8 @@ def _candidate_dirs() -> list[Path]:
 def find_tool(preferred: str | None = None) -> tuple[str, str] | None:
     """(tool name, path) of cuobjdump or nvdisasm, or None. GEMMLAB_CUOBJDUMP may name one."""
     env = os.environ.get("GEMMLAB_CUOBJDUMP")
-    if env and Path(env).exists():
-        return Path(env).name, env
+    if env:  # named: used, or said to be missing (not passed over for another found on PATH)
+        return (Path(env).name, env) if Path(env).is_file() else None
     order = (preferred,) + tuple(t for t in TOOLS if t != preferred) if preferred else TOOLS
     for tool in order:
         path = shutil.which(tool)
@@ -249,11 +249,17 @@ NO_TOOL = ("no SASS: neither cuobjdump nor nvdisasm was found (install the CUDA 
            "`pip install nvidia-cuda-cuobjdump`, or set GEMMLAB_CUOBJDUMP)")
 
 
+def no_tool() -> str:
+    """NO_TOOL, or GEMMLAB_CUOBJDUMP's value where that names no file."""
+    env = os.environ.get("GEMMLAB_CUOBJDUMP")
+    return f"no SASS: GEMMLAB_CUOBJDUMP={env!r} names no file" if env else NO_TOOL
+
+
 def disassemble(cubin: bytes, tool: tuple[str, str] | None = None) -> str:
     """SASS text of a cubin; GemmlabError with one clear line when no disassembler works."""
     tool = tool or find_tool()
     if tool is None:
-        raise GemmlabError(NO_TOOL)
+        raise GemmlabError(no_tool())
     name, path = tool
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "kernel.cubin"

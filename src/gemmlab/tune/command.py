@@ -31,6 +31,8 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
 
     if op is not None:
         ops.get(op)  # an unknown op named as such, before the kernel is compared with it
+    if "," in impl:  # else "unknown kernel 'a,b'" and a did-you-mean
+        raise BadArgumentError(f"--impl {impl!r}: gemmlab tune searches one kernel's space at a time")
     spec = registry.get(impl, op)  # with --op, an unknown name is answered with that op's names
     if spec.kind != "kernel":
         raise BadArgumentError(f"{impl} is a baseline: there is nothing to tune")
@@ -76,10 +78,12 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
         return
     if not report.kept:
         raise BadArgumentError(f"no point of {impl}'s space satisfies its constraints")
+    from ..outputs import database_ready
     from ..store import DEFAULT_DB
     from .tuner import TuneOptions
 
     db_path = db or DEFAULT_DB
+    database_ready(db_path)  # before the GPU is looked for and any point is timed
     total = budget or len(report.kept)
     if cluster is not None:
         options = TuneOptions(timeout_s=timeout, time_limit_s=time_limit, resume=resume)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import BadArgumentError
+from ..problem import comma_items
 from ..registry import KernelSpec
 
 
@@ -56,7 +57,9 @@ def parse_param_axes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
             raise BadArgumentError(f"--param {name.strip()} is given twice: list its values once, {name.strip()}=V1,V2")
         try:
             # a value listed twice is one point of the space, not two
-            out[name.strip()] = tuple(dict.fromkeys(int(v) for v in values.split(",") if v.strip()))
+            out[name.strip()] = tuple(dict.fromkeys(int(v) for v in comma_items(values, f"--param {name.strip()}")))
+        except BadArgumentError:
+            raise
         except ValueError:
             raise BadArgumentError(f"--param {item!r} has a value that is not an integer") from None
     return out
