@@ -25,9 +25,9 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
     if unknown:
         raise BadArgumentError(f"--api {selection!r}: choose all, or some of {', '.join(KINDS)}")
     kinds = tuple(k for name in names for k in KINDS[name])
-    for option, given, takes in (("--sizes", sizes, "sgemm or hgemm"), ("--n", n, "reduce")):
-        if given is not None and not any(name in takes for name in names):  # else silently unused
-            raise BadArgumentError(f"{option} sizes the {takes} calls, and --api {selection!r} times none")
+    for option, given, takes in (("--sizes", sizes, ("sgemm", "hgemm")), ("--n", n, ("reduce",))):
+        if given is not None and not set(takes) & set(names):  # else silently unused
+            raise BadArgumentError(f"{option} sizes the {' or '.join(takes)} calls, and --api {selection!r} times none")
     gemm_sizes = apibench.DEFAULT_GEMM_SIZES
     if sizes is not None:
         gemm_sizes = tuple(parse_shape(s) for s in comma_items(sizes, "--sizes"))

@@ -6,6 +6,7 @@ verification failure), never a traceback.
 """
 from __future__ import annotations
 
+import errno
 import re
 import sys
 from pathlib import Path
@@ -290,8 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every failure into one line and an exit code."""
     err = Console(stderr=True)
     def say(line): err.print(line, highlight=False, markup=False, soft_wrap=True)
-    # An argument that is not UTF-8 (a file name's stray byte) cannot be written into a report,
-    # a database or a message: refused before any command makes a file of it
+    # a non-UTF-8 argument (a file name's stray byte) cannot go into a report, database or message
     bad = next((a for a in (sys.argv[1:] if argv is None else argv) if not _utf8(a)), None)
     if bad is not None:
         say(f"error: argument {ascii(bad)[:80]} is not UTF-8 text")
@@ -301,9 +301,6 @@ def main(argv: list[str] | None = None) -> int:
     except GemmlabError as exc:
         say(f"error: {_line(exc)}")
         return exc.exit_code
-    except OSError as exc:  # a write no check foresaw (a full disk, stdout closed): what was stored is kept
-        say(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
-        return 2
     except Exception as exc:
         # Typer may vendor its own copy of click, so match click's exceptions by shape.
         kind = type(exc).__name__
@@ -315,7 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         elif hasattr(exc, "format_message"):  # usage errors: unknown option, non-integer value...
             say(f"error: {_line(exc.format_message())}")
             return 2
-        else:  # a bug: still one line, with what it was
+        elif getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO):
+            # a write no check could foresee (a disk that filled during the run); what was stored is kept
+            say(f"error: {_line(exc.strerror)}" + (f": {_line(exc.filename)}" if exc.filename else ""))
+            return 2
+        else:  # a bug (a packaged file missing, ...): still one line, with what it was
             say(f"internal error: {type(exc).__name__}: {_line(exc)}")
             return 3
     except KeyboardInterrupt:  # outside a command's body (typer's own Ctrl-C handling is above)

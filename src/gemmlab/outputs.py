@@ -7,7 +7,9 @@ Writability is tried, not asked: os.access says yes to root on /proc or /sys, wh
 then failed after the run."""
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -45,10 +47,11 @@ def output_file(path: str | os.PathLike | None, option: str,
 
 
 def distinct(*named: tuple[str, Path | None]) -> None:
-    """(option, path) pairs of one command: two options naming one file would overwrite each other."""
+    """(option, path) pairs of one command: two options naming one file would overwrite each other
+    (a device or a pipe such as /dev/null or /dev/stdout may take both)."""
     seen: dict[Path, str] = {}
     for option, path in named:
-        if path is None:
+        if path is None or (path.exists() and not path.is_file()):
             continue
         key = path.resolve()
         if key in seen:
@@ -58,21 +61,49 @@ def distinct(*named: tuple[str, Path | None]) -> None:
 
 def database_ready(path: str | os.PathLike) -> None:
     """Refuse a --db this command could not record into before any work, and before the GPU is
-    looked for, making nothing: an existing file is opened and checked as the run will open it
-    (without the integrity scan, which the run's own open makes); for a new one, the nearest
-    existing folder must take a file."""
-    from .store import ResultStore
-
+    looked for, writing nothing: an existing file is read (another program's, a newer or a
+    damaged one refused, as the run's own open would) and must take writes, with its folder
+    (SQLite's -wal and -shm files); for a new one, the nearest existing folder must take a file."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        ResultStore(path, integrity=False).close()
-        return
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    why = _refuses_files(folder)
+    if str(path) in ("", ".") or path.is_dir():
+        raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
+    if path.exists():
+        open_readonly(path).close()
+        why = "read-only" if not _writable(path) else _refuses_files(path.parent)
+    else:
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        why = _refuses_files(folder)
     if why:
         raise BadArgumentError(f"cannot open {path} as a results database ({why}); name another one with --db")
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that only ever SELECTs, the file checked first (store.refusal: another
+    program's, a newer or a damaged one is one line, the file untouched). It is opened read-write
+    when it may be (mode=rw never creates a file): the results files are in WAL mode, and only a
+    read-write connection removes the -wal/-shm files it opened when it closes, so a reader leaves
+    no files beside the database; a read-only file falls back to mode=ro, then immutable."""
+    from .store import refusal
+
+    uri = Path(path).resolve().as_uri()
+    for mode in ("mode=rw", "mode=ro", "immutable=1"):
+        try:
+            db = sqlite3.connect(f"{uri}?{mode}", uri=True)
+            why = refusal(db, Path(path))
+            break
+        except sqlite3.OperationalError:
+            continue
+        except sqlite3.DatabaseError as exc:  # not SQLite, or damaged: one line, the file untouched
+            raise BadArgumentError(f"{path} is not a usable gemmlab results database ({exc})") from None
+    else:
+        raise BadArgumentError(f"cannot read {path} as a results database (a directory, or no permission?)")
+    if why:
+        db.close()
+        raise BadArgumentError(why)
+    db.row_factory = sqlite3.Row
+    return db
 
 
 def _writable(path: Path) -> bool:
@@ -88,13 +119,15 @@ def _writable(path: Path) -> bool:
 
 
 def _refuses_files(folder: Path) -> str | None:
-    """Why `folder` cannot take a new file (None when it can): one made and removed."""
+    """Why `folder` cannot take a new file (None when it can): one made, then removed (a folder
+    that takes files but refuses removals, chattr +a, is judged by the making)."""
     try:
         fd, probe = tempfile.mkstemp(prefix=".gemmlab-probe-", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
     except OSError as exc:  # a parent that is a file, no permission, a read-only file system, /proc
         return exc.strerror or str(exc)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
     return None
 
 

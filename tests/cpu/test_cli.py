@@ -115,7 +115,8 @@ def test_ctrl_c_in_a_command_exits_130_with_one_line(capsys, monkeypatch):
 
 def test_sigint_to_the_command_line_exits_130():
     """The same through a real SIGINT to a running `gemmlab compile` (NVRTC works without a GPU),
-    in a fresh cache so that the command is still compiling when the signal comes."""
+    in a fresh cache: the signal goes once the first kernel is in the cache (main is running, past
+    the imports) and the others are still compiling."""
     import os
     import signal
     import tempfile
@@ -125,7 +126,9 @@ def test_sigint_to_the_command_line_exits_130():
         env = {**os.environ, "PYTHONPATH": SRC, "GEMMLAB_CACHE": cache}
         proc = subprocess.Popen([sys.executable, "-m", "gemmlab.cli", "compile", "--arch", "sm_90"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(4)  # past the imports, into the first kernels' compiles
+        deadline = time.monotonic() + 120
+        while not any(Path(cache).rglob("*.cubin")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         if proc.poll() is not None:
             pytest.skip("compile finished before the signal (a fast machine with a warm NVRTC)")
         proc.send_signal(signal.SIGINT)

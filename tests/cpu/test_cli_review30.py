@@ -159,3 +159,70 @@ def test_a_named_tool_that_is_missing_is_named(monkeypatch, tmp_path):
     monkeypatch.delenv("GEMMLAB_NCU")
     monkeypatch.delenv("GEMMLAB_CUOBJDUMP")
     assert ncu.no_ncu() == ncu.NO_NCU and sass.no_tool() == sass.NO_TOOL
+
+
+def _damaged(path: Path) -> Path:
+    """A gemmlab database whose later pages are overwritten (quick_check fails), in rollback-journal
+    mode, so that a switch to WAL would show in its header."""
+    import sqlite3
+
+    from gemmlab.store import ResultStore
+
+    with ResultStore(path) as store:
+        for n in range(3000):
+            store.start_run("bench", f"gemmlab bench --impl run{n}", {"gpu": {"name": "x" * 40}})
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.close()
+    data = bytearray(path.read_bytes())
+    assert len(data) > 42 * 4096, "enough pages to damage"
+    for page in (40, 41):
+        data[page * 4096 + 8: page * 4096 + 200] = b"\xff" * 192
+    path.write_bytes(bytes(data))
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    assert [r[0] for r in db.execute("PRAGMA quick_check(1)")] != ["ok"], "the damage is seen"
+    db.close()
+    return path
+
+
+def test_a_damaged_database_is_refused_untouched_before_no_gpu(capsys, tmp_path):
+    """Review of session 30: the first version of the early check opened the file as the run does,
+    without the damage scan, and so switched it to WAL before anything refused it."""
+    db = _damaged(tmp_path / "dmg.db")
+    before = db.read_bytes()
+    code, out, err = run(capsys, "bench", "--impl", "naive", "--sizes", "64", "--db", db)
+    one_line(code, err, "is damaged")
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dmg.db"]
+
+
+@pytest.mark.parametrize("which", ["dir", "damaged"])
+def test_analyze_refuses_its_database_before_printing_anything(capsys, tmp_path, which):
+    db = tmp_path / "adir" if which == "dir" else _damaged(tmp_path / "dmg.db")
+    if which == "dir":
+        db.mkdir()
+    code, out, err = run(capsys, "analyze", "--impl", "naive", "--arch", "sm_90", "--db", db)
+    one_line(code, err, "is a directory" if which == "dir" else "is damaged")
+    assert out == ""
+
+
+def test_a_device_may_take_two_outputs():
+    from gemmlab.outputs import distinct
+
+    null = Path("/dev/null")
+    if not null.exists():
+        pytest.skip("no /dev/null")
+    distinct(("--csv", null), ("--json", null), ("--markdown", null))  # no error
+
+
+def test_an_unexpected_oserror_is_still_an_internal_error(capsys, monkeypatch):
+    """Only errors of the environment (a full disk, a read-only file system, no permission) are
+    exit 2; a missing file that gemmlab itself should have (a packaged kernel) is a bug, exit 3."""
+    import gemmlab.envinfo
+
+    def missing(*_):
+        raise FileNotFoundError(2, "No such file or directory", "kernels/sgemm/01_naive.cu")
+
+    monkeypatch.setattr(gemmlab.envinfo, "collect_env", missing)
+    code, out, err = run(capsys, "env")
+    assert code == 3 and err.startswith("internal error: FileNotFoundError") and len(err.splitlines()) == 1

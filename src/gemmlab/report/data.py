@@ -6,41 +6,15 @@ bandwidth) read as empty.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BadArgumentError
+from ..outputs import open_readonly
 from ..profile import rows as prow
-from ..store import refusal
 
 # FP32 lanes per SM (one FFMA each per clock), by compute capability.
 FP32_LANES = {"sm_80": 64, "sm_86": 128, "sm_87": 128, "sm_89": 128, "sm_90": 128, "sm_90a": 128, "sm_100": 128,
               "sm_120": 128}
-
-
-def open_readonly(path: Path) -> sqlite3.Connection:
-    """A connection that only ever SELECTs. It is opened read-write when it may be (mode=rw
-    never creates a file): the results files are in WAL mode, and only a read-write
-    connection removes the -wal/-shm files it opened when it closes, so a report leaves no
-    files beside the database; a read-only file falls back to mode=ro, then immutable."""
-    uri = Path(path).resolve().as_uri()
-    for mode in ("mode=rw", "mode=ro", "immutable=1"):
-        try:
-            db = sqlite3.connect(f"{uri}?{mode}", uri=True)
-            why = refusal(db, Path(path))  # reads only: another program's, a newer or a damaged file
-            break
-        except sqlite3.OperationalError:
-            continue
-        except sqlite3.DatabaseError as exc:  # not SQLite, or damaged: one line, the file untouched
-            raise BadArgumentError(f"{path} is not a usable gemmlab results database ({exc})") from None
-    else:
-        raise BadArgumentError(f"cannot read {path} as a results database (a directory, or no permission?)")
-    if why:
-        db.close()
-        raise BadArgumentError(why)
-    db.row_factory = sqlite3.Row
-    return db
 
 
 @dataclass
