@@ -11,7 +11,8 @@
 # four. "tests" is tests/gpu without the sanitizer module (the CPU tests run in .ci/run on any
 # machine; GPU_CHECK_CPU=1 adds them here); it no longer fits a 10-minute device call (575 s for
 # 85% of it on an H200, session 10), so "tests-hgemm" (tests/gpu/test_hgemm_*.py), "tests-profile"
-# (tests/gpu/test_profile.py, the ncu runs) and "tests-other" (the rest) run its parts, each
+# (tests/gpu/test_profile.py, the ncu runs) and "tests-other" (the rest; its halves "tests-other-api"
+# and "tests-other-kernels") run its parts, each
 # within one (tests-other: 240 s to past 450 s on one H200 and tree in session 28, as the lent
 # VM's CPU ran fast or slow: scripts/host_speed.py; give it the whole call). Likewise "sanitizer" (six of its
 # eight runs took 560 s on an H100, session 10; it has fourteen since) splits into "sanitizer-memcheck" and "sanitizer-racecheck", and
@@ -55,8 +56,10 @@ targets=(tests/gpu)
 [[ "${GPU_CHECK_CPU:-0}" == 1 ]] && targets=(tests)
 skip=(--ignore=tests/gpu/test_sanitizer.py)
 # tests-hgemm (test_hgemm_*.py), tests-profile (test_profile.py: ncu runs, a minute or two) and
-# tests-other (the rest) select their files; any of them together run their union
-if [[ " $parts " =~ " tests-"(hgemm|profile|other)" " && " $parts " != *" tests "* ]]; then
+# tests-other (the rest) select their files; any of them together run their union. tests-other
+# came to 566 s on an H100 (session 30) against a 10-minute call, so it has two halves as well:
+# tests-other-api (the API's entry points, graphs, the CLI) and tests-other-kernels (the rest)
+if [[ " $parts " =~ " tests-"(hgemm|profile|other|other-api|other-kernels)" " && " $parts " != *" tests "* ]]; then
     targets=()
     for f in "$root"/tests/gpu/test_*.py; do
         name=$(basename "$f")
@@ -64,14 +67,17 @@ if [[ " $parts " =~ " tests-"(hgemm|profile|other)" " && " $parts " != *" tests 
             test_sanitizer.py) continue ;;
             test_hgemm_*) group=hgemm ;;
             test_profile.py) group=profile ;;
-            *) group=other ;;
+            test_api*|test_reduce_api.py|test_graph_replay.py|test_launch_graph.py|test_cli_gpu.py) group=other-api ;;
+            *) group=other-kernels ;;
         esac
-        [[ " $parts " == *" tests-$group "* ]] && targets+=("tests/gpu/$name")
+        if [[ " $parts " == *" tests-$group "* || ( $group == other-* && " $parts " == *" tests-other "* ) ]]; then
+            targets+=("tests/gpu/$name")
+        fi
     done
     # GPU_CHECK_CPU=1 adds the CPU tests to the part that used to carry them
     [[ "${GPU_CHECK_CPU:-0}" == 1 && " $parts " == *" tests-other "* ]] && targets+=(tests/cpu)
 fi
-(cd "$root" && "$py" -m pytest "${targets[@]}" "${skip[@]}" -q -rs -p no:cacheprovider 2>&1) \
+(cd "$root" && "$py" -m pytest "${targets[@]}" "${skip[@]}" -q -rs --durations=12 -p no:cacheprovider 2>&1) \
     | tee "$out/pytest.log" || status=1
 tail -n 1 "$out/pytest.log" >> "$out/summary.txt"
 fi
