@@ -65,7 +65,7 @@ def database_ready(path: str | os.PathLike) -> None:
     damaged one refused, as the run's own open would) and must take writes, with its folder
     (SQLite's -wal and -shm files); for a new one, the nearest existing folder must take a file."""
     path = Path(path)
-    if str(path) in ("", ".") or path.is_dir():
+    if path.is_dir():  # also '' (the current directory), as the store says
         raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
     if path.exists():
         open_readonly(path).close()

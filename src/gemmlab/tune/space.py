@@ -55,11 +55,9 @@ def parse_param_axes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
             raise BadArgumentError(f"--param {item!r} is not NAME=V1,V2,...")
         if name.strip() in out:  # the last would win silently
             raise BadArgumentError(f"--param {name.strip()} is given twice: list its values once, {name.strip()}=V1,V2")
+        listed = comma_items(values, f"--param {name.strip()}")
         try:
-            # a value listed twice is one point of the space, not two
-            out[name.strip()] = tuple(dict.fromkeys(int(v) for v in comma_items(values, f"--param {name.strip()}")))
-        except BadArgumentError:
-            raise
+            out[name.strip()] = tuple(dict.fromkeys(int(v) for v in listed))  # a value listed twice is one point
         except ValueError:
             raise BadArgumentError(f"--param {item!r} has a value that is not an integer") from None
     return out
