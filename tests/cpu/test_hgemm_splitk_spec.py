@@ -312,3 +312,54 @@ def test_the_runners_launch_is_balanced_on_the_slots_the_driver_reports(monkeypa
     runner = SimpleNamespace(impl=PERSISTENT, params=PERSISTENT.resolve({"BALANCE": balance}), compiled=None)
     launch = hgemm_tma.tma_geometry(runner, _p(4096, 4096, 4096))
     assert launch.cluster == (2, 1, 1) and launch.grid == (2 * clusters, 1, 1)
+
+
+def test_the_schedule_plans_on_the_drivers_cluster_count_once_a_launch_has_asked(monkeypatch):
+    """An H100 runs 30 clusters of 4 CTAs at once, not 132 / 4 = 33 (cuOccupancyMaxActiveClusters,
+    session 31): a GPC's SMs are not all a multiple of 4. 4096^3 in 2x2 clusters of 128x256 tiles is
+    128 cluster tiles: on 33 slots 3 rounds and 29 tiles, no tail split; on the 30 that run, 4
+    rounds and 8 tiles, which the tail split cuts into 3 slices each. The schedule, its workspace
+    and the launch must agree on the 30."""
+    from gemmlab.ops import hgemm_tma
+
+    monkeypatch.undo()  # the real cluster_slots, on a 132-SM GPU with nothing learnt yet
+    monkeypatch.setattr(specs, "_sm_count", lambda: 132)
+    monkeypatch.setattr(specs, "_driver_slots", {})
+    v = PERSISTENT.resolve({"CM": 2, "CN": 2})
+    p = _p(4096, 4096, 4096)
+    assert specs.cluster_slots(4) == 33 and specs.persistent_schedule(p, v) == (128, 1)
+    specs.note_cluster_slots(4, 30)
+    specs.note_cluster_slots(2, 66)  # as counted: nothing to learn
+    specs.note_cluster_slots(1, 264)  # two blocks an SM (a small kernel): not a slot count
+    assert (specs.cluster_slots(4), specs.cluster_slots(2), specs.cluster_slots(1)) == (30, 66, 132)
+    assert specs.persistent_schedule(p, v) == (120, 3)
+    assert specs.persistent_workspace(p, v) == specs._flag_floats(32) + 32 * 3 * 128 * 256
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(hgemm_tma, "max_active_clusters", lambda compiled, geometry: 30)
+    runner = SimpleNamespace(impl=PERSISTENT, params=v, compiled=None)
+    assert hgemm_tma.tma_geometry(runner, p).grid == (4 * 30, 1, 1), "8 x 3 slices after 120 whole tiles fill 30"
+
+
+def test_max_active_clusters_teaches_the_schedule_the_drivers_count(monkeypatch):
+    """ops/hgemm_tma.max_active_clusters passes the driver's answer on to note_cluster_slots."""
+    import sys
+    from types import SimpleNamespace
+
+    from gemmlab.ops import hgemm_tma
+
+    noted = []
+    monkeypatch.setattr(specs, "note_cluster_slots", lambda cs, count: noted.append((cs, count)))
+    fake = SimpleNamespace(CUkernel=type("K", (), {}), CUlaunchConfig=lambda: SimpleNamespace(),
+                           CUlaunchAttribute=lambda: SimpleNamespace(value=SimpleNamespace(clusterDim=SimpleNamespace())),
+                           CUlaunchAttributeID=SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION=4),
+                           CUresult=SimpleNamespace(CUDA_SUCCESS=0),
+                           cuOccupancyMaxActiveClusters=lambda handle, config: (0, 30))
+    bindings = pytest.importorskip("cuda.bindings")  # a dependency of cuda.core; no driver call is made
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)
+    monkeypatch.setattr(bindings, "driver", fake, raising=False)
+    monkeypatch.setattr("gemmlab.cuda.launch.allow_dynamic_smem", lambda ck, shmem: None)
+    ck = SimpleNamespace(kernel=lambda: SimpleNamespace(handle=1))
+    geometry = SimpleNamespace(cluster=(4, 1, 1), shmem=230400, block=(384, 1, 1))
+    assert hgemm_tma.max_active_clusters(ck, geometry) == 30
+    assert noted == [(4, 30)]

@@ -64,3 +64,27 @@ def test_tf32(cluster):
     skip_unavailable(TF32)
     problems = hv.sweep_problems("tf32", hv.SWEEP_SHAPES + EDGE_SHAPES)
     assert_all_pass(verify_sweep([TF32], problems, {"tf32_wgmma": CLUSTERS[cluster]}))
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_2x2_clusters_are_scheduled_on_the_clusters_the_driver_runs(dtype):
+    """Clusters of four run 30 at a time on an H100, not 132 / 4 = 33 (a cluster's CTAs share a GPC;
+    session 31). Once a launch has asked the driver, the schedule plans on its count: 4096x4096x1024
+    in 2x2 clusters of 128x256 tiles is 128 cluster tiles, on 30 slots 4 rounds and 8 tiles over,
+    which the automatic tail split cuts into K slices (none on 33). Verified there and where the
+    last cluster tiles hang over M and N."""
+    from gemmlab.cuda.device import info
+    from gemmlab.kernels.hgemm import specs
+    from gemmlab.ops.hgemm import HgemmRunner
+    from gemmlab.ops.hgemm_tma import max_active_clusters
+    from gemmlab.problem import GemmProblem
+
+    params = {"CM": 2, "CN": 2}
+    runner = HgemmRunner(PERSISTENT, params, dtype)
+    problem = GemmProblem(4096, 4096, 1024, dtype=dtype)
+    driver = max_active_clusters(runner.compiled, runner.impl.launch(problem, runner.params))
+    assert specs.cluster_slots(4) == min(driver, info().sm_count // 4)
+    sliced = specs.persistent_schedule(problem, runner.params)[1] > 1
+    assert sliced == (128 % specs.cluster_slots(4) * 2 <= specs.cluster_slots(4))
+    problems = hv.sweep_problems(dtype, ((4096, 4096, 1024), (4000, 4001, 1000)))
+    assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": params}))

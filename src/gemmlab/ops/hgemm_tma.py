@@ -157,7 +157,7 @@ def max_active_clusters(ck, geometry) -> int:
         from cuda.bindings import driver
 
         from ..cuda.launch import allow_dynamic_smem
-        from ..kernels.hgemm.specs import cluster_slots
+        from ..kernels.hgemm.specs import cluster_slots, note_cluster_slots
 
         cache[key] = cluster_slots(geometry.cluster[0])
         try:
@@ -177,6 +177,7 @@ def max_active_clusters(ck, geometry) -> int:
             err, count = driver.cuOccupancyMaxActiveClusters(handle, config)
             if err == driver.CUresult.CUDA_SUCCESS and count > 0:
                 cache[key] = int(count)
+                note_cluster_slots(geometry.cluster[0], cache[key])  # the schedule plans on it
         except Exception:  # an older driver binding: keep the estimate
             pass
     return cache[key]

@@ -196,16 +196,37 @@ def cluster_size(v) -> int:
     return v["CM"] * v.get("CN", 1)
 
 
-def cluster_slots(cs: int) -> int:
-    """How many clusters of `cs` one-block-per-SM CTAs run at once: the SM count over cs
-    (132 SMs, the H100/H200 count, where no GPU can be asked)."""
+def _sm_count() -> int:
+    """The GPU's SM count (132, the H100/H200 count, where no GPU can be asked)."""
     try:
         from ...cuda.device import info
 
-        sms = info().sm_count
+        return info().sm_count
     except Exception:  # no GPU (CPU tests, dry runs): the geometry is still defined
-        sms = 132
-    return max(1, sms // cs)
+        return 132
+
+
+# cluster size -> how many clusters of one-block-per-SM CTAs the driver runs at once, where that is
+# fewer than SMs / cluster size: a cluster's CTAs share a GPC, and a GPC whose SM count is not a
+# multiple of the cluster size leaves SMs over (H100, session 31: 30 clusters of 4, not 33; 66 of
+# 2 and 132 of 1, as counted). Learnt from cuOccupancyMaxActiveClusters by the launches
+# (ops/hgemm_tma.max_active_clusters), which ask it before they plan a schedule.
+_driver_slots: dict[int, int] = {}
+
+
+def note_cluster_slots(cs: int, count: int) -> None:
+    """Record the driver's count of co-resident clusters of `cs` CTAs for cluster_slots. A count
+    above SMs / cs means more than one block per SM fits (a small kernel): not a slot count."""
+    if 0 < count < _sm_count() // cs:
+        _driver_slots[cs] = count
+
+
+def cluster_slots(cs: int) -> int:
+    """How many clusters of `cs` one-block-per-SM CTAs run at once: the driver's count once a
+    launch has asked for it (note_cluster_slots), else the SM count over cs. The schedule's waves,
+    its tail split and the split-K workspace are planned on it, so they line up with the clusters
+    the launch gets."""
+    return _driver_slots.get(cs) or max(1, _sm_count() // cs)
 
 
 def tf32_rs(tf32: bool, v) -> bool:
