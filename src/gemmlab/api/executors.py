@@ -293,8 +293,8 @@ def gemm_executor(op, op_name: str, impl, problem, shared_runner, fresh_runner,
     """The fastest executor that can run `impl` (a registry entry) on `problem`. Fast executors
     use the shared compiled kernel (`shared_runner()`, built for the problem's layout); the
     runner path gets a runner of its own (`fresh_runner()`), since runners keep workspaces. A
-    transposed `layout` (A, B given as transposed views) is read in place by cuBLAS, and a
-    transposed B by the TMA rungs that take layout nt where TMA can describe it;
+    transposed `layout` (A, B given as transposed views) is read in place by cuBLAS, and by the
+    TMA rungs tagged for it (a transposed A: layout_tn, B: layout_nt) where TMA can describe it;
     LayoutNotSupported (with the reason) otherwise."""
     if impl.kind == "kernel":  # what the kernel refuses whatever the layout (e.g. a 16-bit C) first
         reason = op.refusal(impl, replace(problem, layout="nn") if any(layout) else problem)
