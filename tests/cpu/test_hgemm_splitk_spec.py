@@ -331,6 +331,7 @@ def test_the_schedule_plans_on_the_drivers_cluster_count_once_a_launch_has_asked
     specs.note_cluster_slots(4, 30)
     specs.note_cluster_slots(2, 66)  # as counted: nothing to learn
     specs.note_cluster_slots(1, 264)  # two blocks an SM (a small kernel): not a slot count
+    specs.note_cluster_slots(4, 31)  # the first count stays: it cannot change under a launch
     assert (specs.cluster_slots(4), specs.cluster_slots(2), specs.cluster_slots(1)) == (30, 66, 132)
     assert specs.persistent_schedule(p, v) == (120, 3)
     assert specs.persistent_workspace(p, v) == specs._flag_floats(32) + 32 * 3 * 128 * 256
@@ -341,25 +342,38 @@ def test_the_schedule_plans_on_the_drivers_cluster_count_once_a_launch_has_asked
     assert hgemm_tma.tma_geometry(runner, p).grid == (4 * 30, 1, 1), "8 x 3 slices after 120 whole tiles fill 30"
 
 
-def test_max_active_clusters_teaches_the_schedule_the_drivers_count(monkeypatch):
-    """ops/hgemm_tma.max_active_clusters passes the driver's answer on to note_cluster_slots."""
+def test_max_active_clusters_notes_the_drivers_count_before_it_caches_it(monkeypatch):
+    """ops/hgemm_tma.max_active_clusters passes the driver's answer to note_cluster_slots, and only
+    then caches it on the kernel: another API thread that finds the kernel's count cached must also
+    find the schedule's count (cluster_slots) already set, or its workspace and its schedule could
+    be planned on different counts. No estimate is cached while the driver is asked."""
     import sys
-    from types import SimpleNamespace
+    from types import ModuleType, SimpleNamespace
 
     from gemmlab.ops import hgemm_tma
 
-    noted = []
-    monkeypatch.setattr(specs, "note_cluster_slots", lambda cs, count: noted.append((cs, count)))
-    fake = SimpleNamespace(CUkernel=type("K", (), {}), CUlaunchConfig=lambda: SimpleNamespace(),
-                           CUlaunchAttribute=lambda: SimpleNamespace(value=SimpleNamespace(clusterDim=SimpleNamespace())),
-                           CUlaunchAttributeID=SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION=4),
-                           CUresult=SimpleNamespace(CUDA_SUCCESS=0),
-                           cuOccupancyMaxActiveClusters=lambda handle, config: (0, 30))
-    bindings = pytest.importorskip("cuda.bindings")  # a dependency of cuda.core; no driver call is made
-    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)
-    monkeypatch.setattr(bindings, "driver", fake, raising=False)
-    monkeypatch.setattr("gemmlab.cuda.launch.allow_dynamic_smem", lambda ck, shmem: None)
     ck = SimpleNamespace(kernel=lambda: SimpleNamespace(handle=1))
+    key = ((4, 1, 1), 230400, (384, 1, 1))
+    seen = []
+
+    def asked(handle, config):
+        seen.append(("asked", dict(ck.__dict__.get("_cluster_slots", {}))))
+        return 0, 30
+
+    def noted(cs, count):
+        seen.append(("noted", cs, count, key in ck.__dict__.get("_cluster_slots", {})))
+
+    driver = SimpleNamespace(CUkernel=type("CUkernel", (), {}), CUlaunchConfig=SimpleNamespace,
+                             CUlaunchAttribute=lambda: SimpleNamespace(value=SimpleNamespace(clusterDim=SimpleNamespace())),
+                             CUlaunchAttributeID=SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION=4),
+                             CUresult=SimpleNamespace(CUDA_SUCCESS=0), cuOccupancyMaxActiveClusters=asked)
+    cuda, bindings = ModuleType("cuda"), ModuleType("cuda.bindings")  # no driver library needed
+    cuda.bindings, bindings.driver = bindings, driver
+    for name, module in (("cuda", cuda), ("cuda.bindings", bindings), ("cuda.bindings.driver", driver)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(specs, "note_cluster_slots", noted)
+    monkeypatch.setattr("gemmlab.cuda.launch.allow_dynamic_smem", lambda ck, shmem: None)
     geometry = SimpleNamespace(cluster=(4, 1, 1), shmem=230400, block=(384, 1, 1))
     assert hgemm_tma.max_active_clusters(ck, geometry) == 30
-    assert noted == [(4, 30)]
+    assert seen == [("asked", {}), ("noted", 4, 30, False)], "noted before cached, no estimate cached meanwhile"
+    assert ck._cluster_slots == {key: 30}

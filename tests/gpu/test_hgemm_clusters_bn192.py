@@ -84,7 +84,7 @@ def test_2x2_clusters_are_scheduled_on_the_clusters_the_driver_runs(dtype):
     problem = GemmProblem(4096, 4096, 1024, dtype=dtype)
     driver = max_active_clusters(runner.compiled, runner.impl.launch(problem, runner.params))
     assert specs.cluster_slots(4) == min(driver, info().sm_count // 4)
-    sliced = specs.persistent_schedule(problem, runner.params)[1] > 1
-    assert sliced == (128 % specs.cluster_slots(4) * 2 <= specs.cluster_slots(4))
+    slots, rem = specs.cluster_slots(4), 128 % specs.cluster_slots(4)
+    assert (specs.persistent_schedule(problem, runner.params)[1] > 1) == (rem != 0 and 2 * rem <= slots)
     problems = hv.sweep_problems(dtype, ((4096, 4096, 1024), (4000, 4001, 1000)))
     assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": params}))

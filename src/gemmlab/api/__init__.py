@@ -50,8 +50,9 @@ def hgemm(A: Any, B: Any, C: Any = None, alpha: float = 1.0, beta: float = 0.0, 
     for a problem it refuses raises BadArgumentError. B as a transposed view (x @ W.T, torch's or
     CuPy's): cuBLAS reads it in place, and so do impl="persistent" and impl="tf32_wgmma" where TMA
     can describe W's rows (K % 8 == 0, K % 4 for fp32, and N % 4 == 0, N % 8 for a 16-bit C); A as
-    a transposed view: cuBLAS, impl="persistent" (M % 8 == 0) and impl="tf32_wgmma" (M % 4 == 0);
-    other named kernels get a row-major copy.
+    a transposed view: cuBLAS, and impl="persistent" and impl="tf32_wgmma" where TMA can describe
+    its rows (M % 8 == 0, M % 4 for fp32) and B's and C's as above; other named kernels get a
+    row-major copy.
     """
     return calls.gemm("hgemm", "gemmlab.hgemm", A, B, C, alpha, beta, impl, params, out_dtype)
 

@@ -159,7 +159,13 @@ def max_active_clusters(ck, geometry) -> int:
         from ..cuda.launch import allow_dynamic_smem
         from ..kernels.hgemm.specs import cluster_slots, note_cluster_slots
 
-        cache[key] = cluster_slots(geometry.cluster[0])
+        # Why the order below: API threads share compiled kernels. A thread that finds this
+        # kernel's count cached goes on to size the workspace and then write the schedule, both
+        # from cluster_slots; so the driver's count is noted BEFORE it is cached, and only the
+        # final value is cached (never the estimate while the driver is asked). Otherwise the two
+        # reads could straddle the note, and a workspace sized for whole tiles would meet a
+        # schedule that slices them (a null workspace written by the kernel).
+        count = cluster_slots(geometry.cluster[0])
         try:
             allow_dynamic_smem(ck, geometry.shmem)
             handle = ck.kernel().handle
@@ -174,12 +180,13 @@ def max_active_clusters(ck, geometry) -> int:
             attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = geometry.cluster
             config.attrs = [attr]
             config.numAttrs = 1
-            err, count = driver.cuOccupancyMaxActiveClusters(handle, config)
-            if err == driver.CUresult.CUDA_SUCCESS and count > 0:
-                cache[key] = int(count)
-                note_cluster_slots(geometry.cluster[0], cache[key])  # the schedule plans on it
+            err, reported = driver.cuOccupancyMaxActiveClusters(handle, config)
+            if err == driver.CUresult.CUDA_SUCCESS and reported > 0:
+                count = int(reported)
+                note_cluster_slots(geometry.cluster[0], count)  # the schedule plans on it
         except Exception:  # an older driver binding: keep the estimate
             pass
+        cache[key] = count
     return cache[key]
 
 

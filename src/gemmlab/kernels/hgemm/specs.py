@@ -216,9 +216,12 @@ _driver_slots: dict[int, int] = {}
 
 def note_cluster_slots(cs: int, count: int) -> None:
     """Record the driver's count of co-resident clusters of `cs` CTAs for cluster_slots. A count
-    above SMs / cs means more than one block per SM fits (a small kernel): not a slot count."""
+    above SMs / cs means more than one block per SM fits (a small kernel): not a slot count. The
+    first count noted stays (setdefault): the count is the GPU's, the same for every kernel of one
+    block per SM, and a value that never changes once set cannot change between the reads of one
+    launch's workspace and schedule in another thread."""
     if 0 < count < _sm_count() // cs:
-        _driver_slots[cs] = count
+        _driver_slots.setdefault(cs, count)
 
 
 def cluster_slots(cs: int) -> int:
