@@ -88,3 +88,54 @@ def test_2x2_clusters_are_scheduled_on_the_clusters_the_driver_runs(dtype):
     assert (specs.persistent_schedule(problem, runner.params)[1] > 1) == (rem != 0 and 2 * rem <= slots)
     problems = hv.sweep_problems(dtype, ((4096, 4096, 1024), (4000, 4001, 1000)))
     assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": params}))
+
+
+FIRST_USE_2X2 = r"""
+import sys, threading
+import torch, gemmlab
+N = 8
+barrier = threading.Barrier(N)
+errors = []
+def work(i):
+    try:
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            g = torch.Generator(device="cuda").manual_seed(i)
+            a = (torch.rand(4096, 1024, device="cuda", generator=g) - 0.5).to(torch.bfloat16)
+            b = (torch.rand(1024, 4096, device="cuda", generator=g) - 0.5).to(torch.bfloat16)
+            barrier.wait(timeout=120)
+            c = gemmlab.hgemm(a, b, impl="persistent", params={"CM": 2, "CN": 2})
+        s.synchronize()
+        ref = a.double() @ b.double()
+        err = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
+        if not err <= 1e-5:  # NaN fails too
+            errors.append(f"thread {i}: relative error {err:.2e}")
+    except Exception as exc:
+        errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
+threads = [threading.Thread(target=work, args=(i,)) for i in range(N)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("\n".join(errors) or "ok")
+sys.exit(1 if errors else 0)
+"""
+
+
+def test_2x2_clusters_first_used_from_8_threads_in_a_fresh_process():
+    """The driver's count of 2x2 clusters is learnt by the first launch (note_cluster_slots) while
+    other threads build their executors (one per stream: each owns a split-K workspace, sized and
+    scheduled on that count). Eight threads at once in a new interpreter, twice, every result
+    checked: a workspace sized on one count and a schedule planned on another would fault or
+    leave C wrong."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("torch")
+    import gemmlab
+
+    env = {**os.environ, "PYTHONPATH": str(Path(gemmlab.__file__).parents[1])}
+    for r in range(2):
+        run = subprocess.run([sys.executable, "-c", FIRST_USE_2X2], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert run.returncode == 0, f"repetition {r + 1}/2:\n{run.stdout}\n{run.stderr[-3000:]}"
