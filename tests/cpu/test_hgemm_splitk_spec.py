@@ -323,7 +323,7 @@ def test_the_schedule_plans_on_the_drivers_cluster_count_once_a_launch_has_asked
     from gemmlab.ops import hgemm_tma
 
     monkeypatch.undo()  # the real cluster_slots, on a 132-SM GPU with nothing learnt yet
-    monkeypatch.setattr(specs, "_sm_count", lambda: 132)
+    monkeypatch.setattr(specs, "sm_count", lambda: 132)
     monkeypatch.setattr(specs, "_driver_slots", {})
     v = PERSISTENT.resolve({"CM": 2, "CN": 2})
     p = _p(4096, 4096, 4096)

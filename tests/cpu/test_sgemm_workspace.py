@@ -39,7 +39,7 @@ class FakeCupy:
 def fake(monkeypatch):
     cp = FakeCupy()
     monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setattr(specs, "_sm_count", lambda: 132)
+    monkeypatch.setattr(specs, "sm_count", lambda: 132)
     launched = []
     monkeypatch.setattr(launch, "launch_gemm", lambda ck, geometry, stream, *args: launched.append(args[-1]))
     cp.launched = launched

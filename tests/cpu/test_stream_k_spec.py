@@ -15,7 +15,7 @@ FOUR_WARPS = {"BM": 128, "BN": 128, "WM": 64, "WN": 64, "TM": 8, "TN": 16, "NT":
 
 @pytest.fixture(autouse=True)
 def no_gpu(monkeypatch):
-    monkeypatch.setattr(specs, "_sm_count", lambda: 132)
+    monkeypatch.setattr(specs, "sm_count", lambda: 132)
 
 
 @pytest.mark.parametrize("mode", [1, 2])

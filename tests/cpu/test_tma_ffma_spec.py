@@ -17,7 +17,7 @@ SPEC = registry.get("tma_ffma")
 
 @pytest.fixture(autouse=True)
 def no_gpu(monkeypatch, tmp_path):
-    monkeypatch.setattr(specs, "_sm_count", lambda: 132)
+    monkeypatch.setattr(specs, "sm_count", lambda: 132)
     monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path / "cache"))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ...problem import GemmProblem
 from ...registry import Constraint, KernelSpec, Launch, Param, cdiv, register
-from ..sgemm.specs import positive
+from ..sgemm.specs import positive, sm_count
 from .tma_rows import row_rule
 
 DTYPES = ("fp16", "bf16", "tf32")  # tf32: fp32 inputs multiplied as tf32 (rung 6 only)
@@ -196,16 +196,6 @@ def cluster_size(v) -> int:
     return v["CM"] * v.get("CN", 1)
 
 
-def _sm_count() -> int:
-    """The GPU's SM count (132, the H100/H200 count, where no GPU can be asked)."""
-    try:
-        from ...cuda.device import info
-
-        return info().sm_count
-    except Exception:  # no GPU (CPU tests, dry runs): the geometry is still defined
-        return 132
-
-
 # cluster size -> how many clusters of one-block-per-SM CTAs the driver runs at once, where that is
 # fewer than SMs / cluster size: a cluster's CTAs share a GPC, and a GPC whose SM count is not a
 # multiple of the cluster size leaves SMs over (H100, session 31: 30 clusters of 4, not 33; 66 of
@@ -220,7 +210,7 @@ def note_cluster_slots(cs: int, count: int) -> None:
     first count noted stays (setdefault): the count is the GPU's, the same for every kernel of one
     block per SM, and a value that never changes once set cannot change between the reads of one
     launch's workspace and schedule in another thread."""
-    if 0 < count < _sm_count() // cs:
+    if 0 < count < sm_count() // cs:
         _driver_slots.setdefault(cs, count)
 
 
@@ -229,7 +219,7 @@ def cluster_slots(cs: int) -> int:
     launch has asked for it (note_cluster_slots), else the SM count over cs. The schedule's waves,
     its tail split and the split-K workspace are planned on it, so they line up with the clusters
     the launch gets."""
-    return _driver_slots.get(cs) or max(1, _sm_count() // cs)
+    return _driver_slots.get(cs) or max(1, sm_count() // cs)
 
 
 def tf32_rs(tf32: bool, v) -> bool:

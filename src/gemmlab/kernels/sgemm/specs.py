@@ -471,7 +471,7 @@ ASYNC_PIPELINE = KernelSpec(
 )
 
 
-def _sm_count() -> int:
+def sm_count() -> int:
     """The GPU's SM count, or an H100/H200's 132 when there is no GPU (compile-only use)."""
     try:
         from ...cuda.device import info
@@ -495,7 +495,7 @@ def split_k_slices(p: GemmProblem, v, sm_count: int) -> int:
 def _swizzled_grid(p: GemmProblem, v) -> Launch:
     """A 1-D grid of tiles (the kernel swizzles it in GROUP-row bands), times split-K slices."""
     tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
-    return Launch(grid=(tiles, 1, split_k_slices(p, v, _sm_count())), block=(v["NT"], 1, 1),
+    return Launch(grid=(tiles, 1, split_k_slices(p, v, sm_count())), block=(v["NT"], 1, 1),
                   shmem=_pipeline_smem(v))
 
 
@@ -541,7 +541,7 @@ def stream_k_blocks(p: GemmProblem, v, sm_count: int) -> int:
 
 def _bigtile_grid(p: GemmProblem, v) -> Launch:
     if v["STREAMK"]:
-        return Launch(grid=(stream_k_blocks(p, v, _sm_count()), 1, 1), block=(v["NT"], 1, 1),
+        return Launch(grid=(stream_k_blocks(p, v, sm_count()), 1, 1), block=(v["NT"], 1, 1),
                       shmem=_pipeline_smem(v))
     return _swizzled_grid(p, v)
 
@@ -552,7 +552,7 @@ def _bigtile_workspace(p: GemmProblem, v) -> int | None:
     if not v["STREAMK"]:
         return None
     tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
-    return cdiv(tiles, 32) * 32 + 2 * stream_k_blocks(p, v, _sm_count()) * v["BM"] * v["BN"]
+    return cdiv(tiles, 32) * 32 + 2 * stream_k_blocks(p, v, sm_count()) * v["BM"] * v["BN"]
 
 
 BIGTILE = KernelSpec(
@@ -646,7 +646,7 @@ def _tma_ffma_grid(p: GemmProblem, v) -> Launch:
     """A 1-D grid of tiles in swizzled order, times split-K slices, as rungs 13-14; 384 threads:
     a producer warpgroup and two math warpgroups."""
     tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
-    return Launch(grid=(tiles, 1, split_k_slices(p, v, _sm_count())), block=(384, 1, 1), shmem=tma_ffma_smem(v))
+    return Launch(grid=(tiles, 1, split_k_slices(p, v, sm_count())), block=(384, 1, 1), shmem=tma_ffma_smem(v))
 
 
 TMA_FFMA = KernelSpec(
