@@ -46,12 +46,20 @@ def test_the_ladder_is_registered_in_order():
         assert "Idea:" in text and "Should move:" in text and "Output:" in text and "fp32" in text
 
 
+def _no_mma_h(spec) -> str:
+    """Why `spec` cannot compile on this machine ("" when it can): rung 1 includes <mma.h>, which
+    only a CUDA toolkit or the nvidia-cuda-runtime wheel provides."""
+    if "<mma.h>" in spec.source_path.read_text() and cc.cuda_include_dir() is None:
+        return f"{spec.name} includes <mma.h>: no CUDA toolkit or nvidia-cuda-runtime wheel on this machine"
+    return ""
+
+
 @pytest.mark.parametrize("flag", [0, 1], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("spec", PORTABLE, ids=lambda s: s.name)
 def test_every_rung_compiles_without_spills(spec, arch, flag):
-    if "<mma.h>" in spec.source_path.read_text() and cc.cuda_include_dir() is None:
-        pytest.skip(f"{spec.name} includes <mma.h>: no CUDA toolkit or nvidia-cuda-runtime wheel on this machine")
+    if _no_mma_h(spec):
+        pytest.skip(_no_mma_h(spec))
     ck = cc.compile_kernel(spec, {"DTYPE": flag}, arch=arch)
     _check(ck, spec, arch)
     assert ck.name_expression.startswith(f"{spec.entry}<{flag}, ")
@@ -67,6 +75,8 @@ def test_every_hopper_rung_compiles_for_sm_90a_without_spills(spec):
 
 @pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
 def test_extreme_configurations_compile_without_spills(spec):
+    if _no_mma_h(spec):
+        pytest.skip(_no_mma_h(spec))
     # the tunables: DTYPE and parameters without a space (B_KMAJOR) are set by the problem
     space = {p.name: p.space for p in spec.params if p.name != "DTYPE" and p.space}
     tried = 0
@@ -122,6 +132,8 @@ def test_static_asserts_mirror_the_constraints(name, bad, message, tmp_path, mon
     spec = registry.get(name, "hgemm")
     with pytest.raises(ConstraintError):
         spec.resolve(bad)
+    if _no_mma_h(spec):  # NVRTC would stop at the missing header, not at the static_assert
+        pytest.skip(_no_mma_h(spec))
     bare = dataclasses.replace(spec, constraints=(), threads=None, smem_bytes=None)
     with pytest.raises(CompileError) as info:
         cc.compile_kernel(bare, bad, arch="sm_90")
@@ -145,6 +157,12 @@ def test_the_gpu_tests_other_parameters_are_valid_and_compile():
     from .scripts_loader import load
 
     mod = load(Path(__file__).resolve().parents[1] / "gpu" / "test_hgemm_kernels.py", "hgemm_gpu_tests")
+    missing = []
     for name, params in mod.OTHER_PARAMS:
         spec = registry.get(name, "hgemm")
+        if _no_mma_h(spec):
+            missing.append(f"{name} {params}")
+            continue
         _check(cc.compile_kernel(spec, params, arch="sm_90"), spec, "sm_90")
+    if missing:  # every other set compiled above
+        pytest.skip(f"not compiled, <mma.h> missing on this machine: {'; '.join(missing)}")

@@ -22,6 +22,7 @@ def timed(monkeypatch):
     def fake_run_bench(impls, problems, options):
         (problem,) = problems
         seen[problem.shape] = [(i.name, dict(i.defaults)) for i in impls if i.name != "cublas"]
+        seen.setdefault("C types", set()).add(problem.out_dtype)
         stats = SimpleNamespace(median=1.0)
         return [SimpleNamespace(impl=i.name, status="PASS", gflops=100.0, stats=stats) for i in impls]
 
@@ -67,9 +68,12 @@ def test_rows_given_override_the_picks_arrangement(timed):
     assert [(n, v["PINGPONG"]) for n, v in seen["4096x4096x4096"]] == [("bn128-p6", 0), ("bn128-pp1-p6", 1)]
 
 
-def test_a_16_bit_c_needs_16_bit_inputs(timed):
-    with pytest.raises(SystemExit):
+def test_a_16_bit_c_needs_16_bit_inputs(timed, capsys):
+    with pytest.raises(SystemExit) as refused:
         timed(["--dtype", "tf32", "--out-dtype", "c16"])
+    assert refused.value.code == 2 and "--out-dtype c16 is for 16-bit inputs" in capsys.readouterr().err
+    seen = timed(["--dtype", "bf16", "--out-dtype", "c16", "--sizes", "1024", "--bn", "128", "--cm", "1"])
+    assert seen["C types"] == {"bf16"}, "c16 is C in the inputs' own type"
 
 
 def test_the_dispatch_pick_is_the_apis_choice_among_the_kernels_candidates(monkeypatch):

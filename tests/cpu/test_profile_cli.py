@@ -189,10 +189,25 @@ def test_flops_of_a_profiled_launch():
     assert shape_fields(ReduceProblem(9)) == {"elements": 9}
 
 
+def _has_gpu():
+    from gemmlab.cuda.device import gpu_available
+
+    return gpu_available()[0]
+
+
+@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: the no-GPU message cannot be seen here")
 def test_reduce_without_gpu_is_one_line(capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("GEMMLAB_NCU", str(tmp_path / "no-such-ncu"))
-    code, out, err = run(capsys, "profile", "--op", "reduce", "--impl", "shuffle", "--n", "4096")
-    assert code == 2 and err.startswith("error: GEMMLAB_NCU=") and "is not a runnable file" in err
+    """With an ncu to run (a stub: profile looks for ncu before the GPU), the no-GPU refusal is
+    the line, and no database is made."""
+    ncu = tmp_path / "ncu"
+    ncu.write_text("#!/bin/sh\nexit 0\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("GEMMLAB_NCU", str(ncu))
+    db = tmp_path / "r.db"
+    code, out, err = run(capsys, "profile", "--op", "reduce", "--impl", "shuffle", "--n", "4096", "--db", str(db))
+    assert code == 2 and err.startswith("error: no GPU"), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
+    assert not db.exists()
 
 
 def test_dispatch_is_profiled_as_the_kernel_it_stands_for(tmp_path, monkeypatch):

@@ -86,6 +86,8 @@ def test_2x2_clusters_are_scheduled_on_the_clusters_the_driver_runs(dtype):
     assert specs.cluster_slots(4) == min(driver, info().sm_count // 4)
     slots, rem = specs.cluster_slots(4), 128 % specs.cluster_slots(4)
     assert (specs.persistent_schedule(problem, runner.params)[1] > 1) == (rem != 0 and 2 * rem <= slots)
+    if driver == 30:  # the H100 and H200 (session 31): 4 rounds of whole tiles, then 8 tiles in 2
+        assert specs.persistent_schedule(problem, runner.params) == (120, 2)  # slices of 8 of the 16 K tiles
     problems = hv.sweep_problems(dtype, ((4096, 4096, 1024), (4000, 4001, 1000)))
     assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": params}))
 
