@@ -45,12 +45,24 @@ def test_second_compile_hits_the_cache():
     assert not cc.compile_kernel(spec, arch="sm_80").cached, "another arch must not hit the same entry"
 
 
-def test_header_change_changes_the_key(monkeypatch):
-    spec = registry.get("naive")
-    src = spec.source_path.read_text()
-    key = cc.cache_key(src, "k", "sm_90", cc.base_options("sm_90"))
-    monkeypatch.setattr(cc, "_header_digest", lambda: "something else")
-    assert cc.cache_key(src, "k", "sm_90", cc.base_options("sm_90")) != key
+def test_header_change_changes_the_key(monkeypatch, tmp_path):
+    """An edited header (any .cuh under the kernel folder, in a subfolder too) makes a new key, so
+    no cubin built from the old one is reused; the same bytes keep the key."""
+    header = tmp_path / "sub" / "x.cuh"
+    header.parent.mkdir()
+    header.write_text("#define X 1\n")
+    monkeypatch.setattr(cc, "KERNEL_DIR", tmp_path)
+    src = registry.get("naive").source_path.read_text()
+
+    def key():
+        return cc.cache_key(src, "k", "sm_90", cc.base_options("sm_90"))
+
+    before = key()
+    assert key() == before
+    header.write_text("#define X 2\n")
+    assert key() != before
+    header.write_text("#define X 1\n")
+    assert key() == before
 
 
 def test_compile_error_carries_the_log(tmp_path, monkeypatch):

@@ -12,24 +12,40 @@ from gemmlab.errors import CompileError
 
 
 def test_concurrent_writers_of_one_entry_leave_it_whole(tmp_path, monkeypatch):
+    """Eight threads write one entry while a reader reads it throughout: every write succeeds
+    (a writer that truncated another's temporary file, or found it moved away, would report False),
+    and the reader sees the entry absent or whole, never a short cubin."""
     monkeypatch.setenv("GEMMLAB_CACHE", str(tmp_path))
     key = "ab" * 32
     files = {"kernel.cubin": b"\x7fELF" + b"x" * 100_000, "meta.json": b"{}"}
-    errors = []
+    errors, results, seen = [], [], []
+    done = threading.Event()
 
     def write():
         try:
             for _ in range(20):
-                cc._write_entry(cc.cache_dir() / key[:2] / key, files)
+                results.append(cc._write_entry(cc.cache_dir() / key[:2] / key, files))
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
+    def read():
+        while not done.is_set():
+            entry = cc.read_cache_entry(key)
+            if entry is not None and entry["kernel.cubin"] != files["kernel.cubin"]:
+                seen.append(len(entry["kernel.cubin"]))
+
+    reader = threading.Thread(target=read)
+    reader.start()
     threads = [threading.Thread(target=write) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    done.set()
+    reader.join()
     assert not errors
+    assert len(results) == 160 and all(results), f"{results.count(False)} writes failed"
+    assert not seen, f"the reader saw torn cubins of {sorted(set(seen))[:5]} bytes"
     assert cc.read_cache_entry(key) == files
     assert sorted(os.listdir(cc.cache_dir() / key[:2] / key)) == ["kernel.cubin", "meta.json"], "no temp left"
 

@@ -165,6 +165,9 @@ def _writer(path, tag, n, barrier):
     barrier.wait()  # both processes create the schema and write at the same moment
     s = ResultStore(path)
     run = s.start_run("tune", tag, {"git": tag})
+    # and both write their rows at once: without this the first often finished its rows while the
+    # second was still opening, and a writer that fails at once on a locked database passed
+    barrier.wait()
     for i in range(n):
         s.add_result(run, impl=tag, seed=i, params={"i": i})
     s.close()

@@ -61,6 +61,8 @@ def test_rows_carry_the_dtype_and_lookups_keep_dtypes_apart(tmp_path):
     assert len(tried_points(store, "FakeGPU", spec.name, bf16)) == 4
     fp16 = GemmProblem(1024, 1024, 1024, dtype="fp16")
     assert tried_points(store, "FakeGPU", spec.name, fp16) == {}, "--resume is per dtype"
+    other = GemmProblem(1024, 1024, 2048, dtype="bf16")
+    assert tried_points(store, "FakeGPU", spec.name, other) == {}, "and per shape: another K is untried"
     assert best_params(store, "FakeGPU", spec.name, fp16) is None, "bf16 tuning does not choose fp16 parameters"
     params, shape, _ = best_params(store, "FakeGPU", spec.name, GemmProblem(2048, 2048, 2048, dtype="bf16"))
     assert params["DTYPE"] == 1 and shape == "1024x1024x1024"

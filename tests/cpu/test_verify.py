@@ -63,3 +63,28 @@ def test_sweep_has_odd_shapes_and_both_beta_cases():
     assert any(p.K == 1 for p in problems) and any(p.M == 1 for p in problems) and any(p.N == 1 for p in problems)
     assert any(p.beta == 0.0 for p in problems) and any(p.beta != 0.0 and p.alpha != 1.0 for p in problems)
     assert any(all(d % 2 for d in (p.M, p.N, p.K)) for p in problems)
+
+
+def test_a_result_that_cancels_is_judged_against_the_terms_it_cancels():
+    """alpha*A@B + beta*C0 = 1e4 - 1e4 = 0: an fp32 kernel may leave 1e-3 there (u of the terms),
+    and the normwise test must measure that against the terms' size, not against the zero result
+    (gemm_family's `scale`), or every such problem would fail."""
+    A, B = np.array([[1e4]], np.float32), np.array([[1.0]], np.float32)
+    C0 = np.array([[-1e4]], np.float32)
+    v = compare(np.array([[1e-3]], np.float32), A, B, C0, 1.0, 1.0)
+    assert v.passed, v.reason
+    assert not compare(np.array([[1.0]], np.float32), A, B, C0, 1.0, 1.0).passed, "but not an error of 1e-4 of them"
+
+
+def test_the_elementwise_bound_counts_beta_c0():
+    """A small product on a large C0: the correctly rounded fp32 result is off by up to u/2 of C0,
+    which only the bound's |beta| |C0| term admits."""
+    rng = np.random.default_rng(3)
+    A = rng.uniform(-1e-4, 1e-4, (64, 1)).astype(np.float32)
+    B = rng.uniform(-1e-4, 1e-4, (1, 64)).astype(np.float32)
+    C0 = rng.uniform(1, 2, (64, 64)).astype(np.float32)
+    exact = A.astype(np.float64) @ B.astype(np.float64) + C0.astype(np.float64)
+    C = exact.astype(np.float32)  # the fp64 result rounded once to fp32
+    assert np.any(C.astype(np.float64) != exact), "the test needs rounding errors to judge"
+    v = compare(C, A, B, C0, 1.0, 1.0)
+    assert v.passed, v.reason
