@@ -54,12 +54,16 @@ def _no_mma_h(spec) -> str:
     return ""
 
 
+def _skip_without_mma_h(spec) -> None:
+    if _no_mma_h(spec):
+        pytest.skip(_no_mma_h(spec))
+
+
 @pytest.mark.parametrize("flag", [0, 1], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("spec", PORTABLE, ids=lambda s: s.name)
 def test_every_rung_compiles_without_spills(spec, arch, flag):
-    if _no_mma_h(spec):
-        pytest.skip(_no_mma_h(spec))
+    _skip_without_mma_h(spec)
     ck = cc.compile_kernel(spec, {"DTYPE": flag}, arch=arch)
     _check(ck, spec, arch)
     assert ck.name_expression.startswith(f"{spec.entry}<{flag}, ")
@@ -75,8 +79,7 @@ def test_every_hopper_rung_compiles_for_sm_90a_without_spills(spec):
 
 @pytest.mark.parametrize("spec", KERNELS, ids=lambda s: s.name)
 def test_extreme_configurations_compile_without_spills(spec):
-    if _no_mma_h(spec):
-        pytest.skip(_no_mma_h(spec))
+    _skip_without_mma_h(spec)
     # the tunables: DTYPE and parameters without a space (B_KMAJOR) are set by the problem
     space = {p.name: p.space for p in spec.params if p.name != "DTYPE" and p.space}
     tried = 0
@@ -132,8 +135,7 @@ def test_static_asserts_mirror_the_constraints(name, bad, message, tmp_path, mon
     spec = registry.get(name, "hgemm")
     with pytest.raises(ConstraintError):
         spec.resolve(bad)
-    if _no_mma_h(spec):  # NVRTC would stop at the missing header, not at the static_assert
-        pytest.skip(_no_mma_h(spec))
+    _skip_without_mma_h(spec)  # NVRTC would stop at the missing header, not at the static_assert
     bare = dataclasses.replace(spec, constraints=(), threads=None, smem_bytes=None)
     with pytest.raises(CompileError) as info:
         cc.compile_kernel(bare, bad, arch="sm_90")

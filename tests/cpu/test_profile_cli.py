@@ -5,6 +5,7 @@ import pytest
 import json
 
 from gemmlab.cli import main
+from gemmlab.cuda.device import gpu_available
 from gemmlab.errors import BadArgumentError
 from gemmlab.problem import BatchedGemmProblem, GemmProblem, ReduceProblem, problem_from_dict, problem_to_dict
 from gemmlab.profile import ncu as N
@@ -189,13 +190,7 @@ def test_flops_of_a_profiled_launch():
     assert shape_fields(ReduceProblem(9)) == {"elements": 9}
 
 
-def _has_gpu():
-    from gemmlab.cuda.device import gpu_available
-
-    return gpu_available()[0]
-
-
-@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU: the no-GPU message cannot be seen here")
+@pytest.mark.skipif(gpu_available()[0], reason="this machine has a GPU: the no-GPU message cannot be seen here")
 def test_reduce_without_gpu_is_one_line(capsys, monkeypatch, tmp_path):
     """With an ncu to run (a stub: profile looks for ncu before the GPU), the no-GPU refusal is
     the line, and no database is made."""

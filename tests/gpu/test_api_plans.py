@@ -1,9 +1,6 @@
 """Plans (gemmlab.Matmul, gemmlab.Sum), CUDA graph capture (torch.cuda.graph and CuPy stream
 capture), torch custom ops under torch.compile, and first use from 16 threads at once."""
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +9,8 @@ import gemmlab
 from gemmlab.errors import BadArgumentError
 from gemmlab.ops import hgemm_check
 from gemmlab.problem import GemmProblem
+
+from .fresh_threads import THREADS_MAIN, run_fresh
 
 cp = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
@@ -262,21 +261,11 @@ def work(i):
             errors.append(f"thread {i} reduce_sum: {float(t)} vs {float(x.double().sum())}")
     except Exception as exc:
         errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
-threads = [threading.Thread(target=work, args=(i,)) for i in range(N)]
-[t.start() for t in threads]
-[t.join() for t in threads]
-print("\n".join(errors) or "ok")
-sys.exit(1 if errors else 0)
-"""
+""" + THREADS_MAIN
 
 
 def test_first_use_from_16_threads_in_fresh_processes():
     """Each repetition is a new interpreter, so the first use (imports, registry, device, context,
     compiled kernels, cuBLAS handles, the torch and CuPy hot paths) really happens in 16 threads
     at once."""
-    repeats = int(os.environ.get("GEMMLAB_THREAD_REPEATS", "3"))
-    env = {**os.environ, "PYTHONPATH": str(Path(gemmlab.__file__).parents[1])}
-    for r in range(repeats):
-        run = subprocess.run([sys.executable, "-c", THREAD_SCRIPT], capture_output=True, text=True, env=env,
-                             timeout=300)
-        assert run.returncode == 0, f"repetition {r + 1}/{repeats}:\n{run.stdout}\n{run.stderr[-3000:]}"
+    run_fresh(THREAD_SCRIPT, int(os.environ.get("GEMMLAB_THREAD_REPEATS", "3")))

@@ -12,6 +12,7 @@ from gemmlab import registry
 from gemmlab.harness.bench import verify_sweep
 from gemmlab.ops import hgemm_check as hv
 
+from .fresh_threads import THREADS_MAIN, run_fresh
 from .hgemm_sweeps import (assert_all_pass, check_k_slices, check_layout_and_c_type, check_sweeps,
                            skip_unavailable)
 
@@ -114,12 +115,7 @@ def work(i):
             errors.append(f"thread {i}: relative error {err:.2e}")
     except Exception as exc:
         errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
-threads = [threading.Thread(target=work, args=(i,)) for i in range(N)]
-[t.start() for t in threads]
-[t.join() for t in threads]
-print("\n".join(errors) or "ok")
-sys.exit(1 if errors else 0)
-"""
+""" + THREADS_MAIN
 
 
 def test_2x2_clusters_first_used_from_8_threads_in_a_fresh_process():
@@ -128,16 +124,5 @@ def test_2x2_clusters_first_used_from_8_threads_in_a_fresh_process():
     scheduled on that count). Eight threads at once in a new interpreter, twice, every result
     checked: a workspace sized on one count and a schedule planned on another would fault or
     leave C wrong."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     pytest.importorskip("torch")
-    import gemmlab
-
-    env = {**os.environ, "PYTHONPATH": str(Path(gemmlab.__file__).parents[1])}
-    for r in range(2):
-        run = subprocess.run([sys.executable, "-c", FIRST_USE_2X2], capture_output=True, text=True, env=env,
-                             timeout=300)
-        assert run.returncode == 0, f"repetition {r + 1}/2:\n{run.stdout}\n{run.stderr[-3000:]}"
+    run_fresh(FIRST_USE_2X2, 2)
