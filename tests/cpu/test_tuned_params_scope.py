@@ -114,3 +114,19 @@ def test_a_relative_database_stays_the_file_named(tmp_path, monkeypatch):
         gemmlab.use_tuning(None)
     monkeypatch.setenv("GEMMLAB_DB", str(tmp_path / "missing.db"))
     assert "no such file, so the shipped table's parameters" in tuning.describe()
+
+
+def test_a_named_database_that_is_missing_warns_once_and_the_table_serves(tmp_path, monkeypatch):
+    """A mistyped GEMMLAB_DB slowed a program with no word: the first lookup now warns, once a path."""
+    spec = registry.get("tf32_wgmma", "hgemm")
+    missing = tmp_path / "missing.db"
+    monkeypatch.setenv("GEMMLAB_DB", str(missing))
+    monkeypatch.setattr(tuning, "_named", None)
+    monkeypatch.setattr(tuning, "_warned", set())
+    tuning._cache.clear()
+    with pytest.warns(UserWarning, match=f"no tuning database at {missing} \\(named by GEMMLAB_DB\\)"):
+        assert tuning.tuned_params(spec, GemmProblem(4096, 4096, 4096, dtype="tf32"), "GPU A") is None
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second shape's first lookup: no second warning for the path
+        assert tuning.tuned_params(spec, GemmProblem(1024, 1024, 1024, dtype="tf32"), "GPU A") is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from pathlib import Path
 
 from ..errors import BadArgumentError
@@ -16,6 +17,7 @@ _named: str | None = None
 _cache: dict[tuple, dict] = {}
 _lock = threading.Lock()
 _MISSING = object()  # a key not looked up yet (None is a lookup that found nothing)
+_warned: set[str] = set()  # missing databases already warned of, once a path per process
 
 
 def use_tuning(path: str | os.PathLike | None) -> None:
@@ -72,7 +74,9 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
         from ..store import ResultStore
 
         found = None
-        if Path(db).is_file():
+        if not Path(db).is_file():
+            _warn_missing(db)
+        else:
             try:
                 # integrity checked when named (use_tuning), not again at each new shape's first call
                 with ResultStore(Path(db), integrity=False, write=False) as store:
@@ -82,3 +86,16 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
         with _lock:
             _cache[key] = found
     return found
+
+
+def _warn_missing(db: str) -> None:
+    """A named database that is not there (a mistyped GEMMLAB_DB, a file removed after
+    use_tuning) would otherwise slow a program with no word: the shipped table's parameters
+    serve, as explain() says, and the first call that looks it up warns, once a path."""
+    with _lock:
+        if db in _warned:
+            return
+        _warned.add(db)
+    source = "gemmlab.use_tuning" if _named else "GEMMLAB_DB"
+    warnings.warn(f"gemmlab: no tuning database at {db} (named by {source}): the shipped table's "
+                  "parameters serve", UserWarning, stacklevel=2)
