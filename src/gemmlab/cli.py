@@ -7,7 +7,6 @@ verification failure), never a traceback.
 from __future__ import annotations
 
 import errno
-import re
 import sys
 from pathlib import Path
 from typing import Optional
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import ops, registry
+from .archs import check_arch, refuse_if_none_builds
 from .errors import BadArgumentError, GemmlabError, NoGPUError
 from .harness import session
 from .harness.bench import BenchOptions
@@ -70,7 +70,7 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
         raise BadArgumentError(f"--impl {impl!r} names no gemmlab kernel: nothing to compile")
     chosen = params_for(impls, params)
     if arch is not None:
-        _check_arch(arch, f"--arch {arch!r}")
+        check_arch(arch, f"--arch {arch!r}")
     else:
         from .cuda.device import info
 
@@ -78,7 +78,8 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
             arch = info().arch
         except NoGPUError as exc:
             raise NoGPUError(f"{exc}; to compile without a GPU, pass --arch (e.g. --arch sm_90)") from None
-        _check_arch(arch, f"this GPU's {arch}")
+        check_arch(arch, f"this GPU's {arch}")
+    refuse_if_none_builds([i for i in impls if i.kind == "kernel"], arch)
     table = Table(title=f"compile report ({arch})")
     for col in ("kernel", "parameters", "regs", "smem B", "stack B", "spill st", "spill ld", "time s", "cached"):
         table.add_column(col, justify="right" if col not in ("kernel", "parameters") else "left", overflow="fold")
@@ -106,25 +107,6 @@ def compile_cmd(impl: str = typer.Option("all", help="kernel name, a,b,c or all"
     if failures:
         more = f"{len(failures)} kernels failed to compile; the first: " if len(failures) > 1 else ""
         raise GemmlabError(more + failures[0])  # ("(and 2 more)" after ptxas's words read as part of them)
-
-
-MIN_ARCH = 75  # the oldest NVRTC target that builds the first rungs (cp.async ones need sm_80: they say so)
-SUFFIX_FROM = {"a": 90, "f": 100}  # arch-specific (wgmma, setmaxnreg) and family-specific targets
-
-
-def _check_arch(arch: str, what: str) -> None:
-    """One line unless NVRTC can be asked to build for `arch`: sm_NN from sm_75 on that this NVRTC
-    knows, sm_NNa from sm_90 and sm_NNf from sm_100. Without NVRTC, only the form is checked
-    (compiling then says what is missing); a kernel the arch cannot run fails in its own row."""
-    from .envinfo import nvrtc_archs
-
-    known = [a for a in nvrtc_archs() if a >= MIN_ARCH]
-    form = re.fullmatch(r"sm_([1-9][0-9]*)([af]?)", arch)  # ASCII digits, as NVRTC reads them
-    number = int(form[1]) if form else 0
-    if number < (SUFFIX_FROM[form[2]] if form and form[2] else MIN_ARCH) or (known and number not in known):
-        listed = ", ".join(f"sm_{a}" for a in known) or f"sm_{MIN_ARCH} and up"
-        raise BadArgumentError(f"{what} {'is not supported' if form else 'must look like sm_90'} (gemmlab builds "
-                               f"for {listed}; sm_NNa from sm_90, sm_NNf from sm_100)")
 
 
 @app.command()

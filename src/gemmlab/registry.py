@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import math
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -63,6 +64,7 @@ class Launch:
 # Device limits every kernel obeys on sm_80 and sm_90 (checked before compiling).
 MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SMEM = 48 * 1024
+INT_MAX = 2**31 - 1  # template parameters are C ints
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ class KernelSpec:
         failed = self.failed_constraints(values)
         if failed:
             shown = ", ".join(f"{k}={v}" for k, v in values.items())
-            raise ConstraintError(f"{self.name} with {shown} breaks constraint: {failed[0]}")
+            raise ConstraintError(f"{self.name} with {shown} breaks constraint: {_closest(failed, overrides or {})}")
         return values
 
     def failed_constraints(self, values: Mapping[str, int]) -> list[str]:
@@ -159,6 +161,9 @@ class KernelSpec:
         if any(v < 0 for v in values.values()):
             bad = next(k for k, v in values.items() if v < 0)
             return [f"{bad} must not be negative"]
+        if any(v > INT_MAX for v in values.values()):  # NVRTC would find no template instance to name
+            bad = next(k for k, v in values.items() if v > INT_MAX)
+            return [f"{bad} must be at most {INT_MAX} (a C int template argument)"]
         failed = [c.why for c in self.constraints if not holds(c.check)]
         if self.threads is not None and not holds(lambda v: 0 < self.threads(v) <= MAX_THREADS_PER_BLOCK):
             failed.append(f"threads per block must be in 1..{MAX_THREADS_PER_BLOCK}")
@@ -206,42 +211,6 @@ class KernelSpec:
             raise ValueError(f"{self.name} has no parameters {sorted(defaults)}")
         return replace(self, name=name, title=title, idea=idea, seed=seed, params=params,
                        rung=None, same_as=self.name)
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A library call timed beside the kernels (cuBLAS, CUB, torch, Triton, a copy)."""
-
-    name: str
-    op: str
-    title: str
-    idea: str
-    _available: Callable[[], str]  # "" when usable, else why not
-    _enqueue: Callable  # the op's calling convention (see the op's module)
-    bytes_per_element: int = 4  # reduce: bytes a baseline moves per element (the copy: 8)
-    ceiling: bool = False  # a bandwidth reference (the copy), not an implementation of the op
-    same_as: str | None = None  # set on variants: the same library call under another name
-
-    kind = "baseline"
-    rung = None
-    params = ()
-    seed = ""
-    tags = ()
-    dtypes = ()
-    problem_check = None
-    slow_path = None
-
-    defaults = property(lambda self: {})  # a library has no parameters of ours
-
-    def unavailable_reason(self) -> str:
-        return self._available()
-
-    def enqueue(self, *args):
-        return self._enqueue(*args)
-
-    def variant(self, name: str, title: str, idea: str) -> "Baseline":
-        """The same library call, availability check and all, under another name (no parameters)."""
-        return replace(self, name=name, title=title, idea=idea, same_as=self.name)
 
 
 # Keyed by (op, name): one name may exist once per op (the sgemm and the reduce baseline
@@ -328,3 +297,15 @@ def select(names: str, op: str = "sgemm", with_baselines: bool = True) -> list[A
             raise BadArgumentError(f"{name} is a {found[0].op} implementation, not {op}")
         picked += [i for i in found if i not in picked]  # named twice: run and stored once
     return picked
+
+
+def _closest(failed: list[str], given: Mapping[str, Any]) -> str:
+    """Of the broken constraints, the one that speaks of what the user gave: a given parameter's own
+    rule ("PINGPONG must be 0 or 1") before one that names it, before any other (PINGPONG=2 broke
+    the accumulator count first, which does not say what was wrong)."""
+    def rank(why: str) -> int:
+        if any(why.startswith(f"{k} ") for k in given):
+            return 0
+        return 1 if any(re.search(rf"\b{re.escape(k)}\b", why) for k in given) else 2
+
+    return min(failed, key=rank)  # min keeps the first of equal ranks: the spec's own order

@@ -7,22 +7,12 @@ from pathlib import Path
 import pytest
 
 import gemmlab
-from gemmlab.cli import main
+
+from .cli_lines import one_line, run
 
 # /proc takes no new file, for root too (os.access says it is writable for root)
 PROC = Path("/proc")
 needs_proc = pytest.mark.skipif(not PROC.is_dir(), reason="needs Linux's /proc (a folder no one can create files in)")
-
-
-def run(capsys, *args):
-    code = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line(code, err, needle):
-    assert code == 2 and needle in err, err
-    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
 
 
 def _garbage(path: Path) -> Path:

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from ..errors import BadArgumentError, NoGPUError, UnknownKernelError
 from . import dispatch, tuning
+from .candidates import refusal, round_fill, slow_path
 from .tma_executors import copies_to_row_major
 
 _setup_lock = threading.Lock()
@@ -118,34 +119,6 @@ def lookup(op_name: str, name: str):
     return impl
 
 
-def refusal(op_name: str, name: str, problem, arch: str) -> str:
-    """Why implementation `name` cannot run `problem` on this GPU ("" when it can)."""
-    from .. import ops, registry
-
-    try:
-        impl = registry.get(name, op_name)
-    except UnknownKernelError:
-        return "not registered here"
-    if impl.kind != "kernel":
-        return impl.unavailable_reason() or ""
-    try:
-        impl.arch_for(arch)
-    except Exception as exc:
-        return str(exc)
-    if op_name == "reduce":
-        return ""
-    return ops.get(op_name).refusal(impl, problem)
-
-
-def slow_path(op_name: str, name: str, problem) -> str:
-    """Why the dispatch passes over an implementation that can run `problem`, but only on a slow
-    path (its spec's `slow_path`; "" when it does not). A caller who names it still gets it."""
-    from .. import registry
-
-    check = getattr(registry.get(name, op_name), "slow_path", None)
-    return check(problem) if check else ""
-
-
 def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping[str, int] | None,
            gpu: str | None = None, arch: str | None = None):
     """(Choice, registry entry, parameters) for a problem: the caller's implementation or the
@@ -160,6 +133,13 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
                                  lambda name: refusal(op_name, name, problem, arch) or slow_path(op_name, name, problem),
                                  out_dtype=getattr(problem, "out_dtype", "fp32"), fill=round_fill(op_name, problem))
     spec = lookup(op_name, choice.impl)
+    if params:
+        from .. import ops
+
+        flags = sorted(set(params) & ops.get(op_name).problem_flags(spec))
+        if flags:  # the operands' value would win over the one given, without a word
+            raise BadArgumentError(f"params {', '.join(flags)}: set by the operands' types and layouts and by "
+                                   "out_dtype, not by params")
     chosen = dict(params) if params else choice.params  # params={}: no overrides, as None
     if not params and spec.kind == "kernel" and op_name != "reduce":
         tuned = tuning.tuned_params(spec, problem, gpu)
@@ -167,24 +147,6 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
             chosen = tuned
             choice = replace(choice, params=tuned, reason=choice.reason + TUNED_NOTE)
     return choice, spec, chosen
-
-
-def round_fill(op_name: str, problem):
-    """fill(name, params, shape) for dispatch.refit: the share of the GPU the kernel's tile rounds
-    fill at `shape` (the problem with those dimensions), None where its spec has no model."""
-    from .. import registry
-
-    def fill(name: str, params: Mapping[str, int], shape: tuple) -> float | None:
-        try:
-            spec = registry.get(name, op_name)
-            model = getattr(spec, "round_fill", None)
-            if model is None or len(shape) != 3:
-                return None
-            return model(replace(problem, M=shape[0], N=shape[1], K=shape[2]), spec.resolve(params))
-        except Exception:  # a stale or foreign table entry: no model, the figure stands
-            return None
-
-    return fill
 
 
 def decide(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping[str, int] | None,

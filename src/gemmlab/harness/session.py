@@ -34,6 +34,18 @@ def require_named_libraries(impls: list, names: str) -> None:
             raise BadArgumentError(why)
 
 
+def refuse_named_without_problems(op, impls: list, names: str, problems: list) -> None:
+    """A kernel named in --impl that can run none of the problems (a dtype, layout or C type it
+    never takes, a shape outside its rule) would store only ERROR rows and exit 0: refused with its
+    reason before any GPU work, as verify refuses it. One that "all" brought in keeps its ERROR rows."""
+    named = {n.strip() for n in names.split(",")}
+    for i in impls:
+        if i.name in named and problems:
+            reasons = [op.refusal(i, p) for p in problems]
+            if all(reasons):
+                raise BadArgumentError(reasons[0])
+
+
 def usable(impls: list) -> list:
     """Kernels, and the baselines whose library is there (the others are left out silently)."""
     return [i for i in impls if i.kind == "kernel" or not i.unavailable_reason()]
@@ -116,9 +128,10 @@ def bench(op_name: str, impl: str, args: ops.ShapeArgs, options: BenchOptions, p
     impls = op.select(named, dtype) if after is None or named.strip() else []
     if after is not None and params and not any(i.kind == "kernel" for i in impls):
         raise BadArgumentError(dispatched.PARAMS_REFUSED)
-    chosen = params_for(impls, params)
+    chosen = params_for(impls, params, op)
     require_named_libraries(impls, named)
     problems = op.problems(args)
+    refuse_named_without_problems(op, impls, named, problems)
     names = {i.name for i in impls}
     impls += [i for name in op.always_measured for i in op.select(name, dtype) if name not in names]
     impls = usable(impls)
@@ -153,7 +166,7 @@ def verify(op_name: str, impl: str, args: ops.ShapeArgs, params: str | None) -> 
     if dispatched.split(impl)[1] is not None:
         raise BadArgumentError("--impl dispatch is for gemmlab bench (which verifies each point before timing it)")
     impls = op.select(impl, dtype)
-    chosen = params_for(impls, params)
+    chosen = params_for(impls, params, op)
     require_named_libraries(impls, impl)
     named = {n.strip() for n in impl.split(",")}
     impls = usable(impls)

@@ -3,6 +3,7 @@ NAME=VALUE parameter lists and the help of the hgemm problem options."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -46,14 +47,19 @@ def parse_params(text: str | None) -> dict[str, int]:
     return out
 
 
-def params_for(impls: list, params: str | None) -> dict[str, dict[str, int]]:
-    """--params for the one kernel in --impl, checked against its constraints before any GPU work."""
+def params_for(impls: list, params: str | None, op: Any = None) -> dict[str, dict[str, int]]:
+    """--params for the one kernel in --impl, checked against its constraints before any GPU work.
+    With `op`, the flags its problem sets (hgemm's DTYPE, layout and C-type flags) are refused:
+    the problem's value would win over the one given, without a word."""
     values = parse_params(params)
     if not values:
         return {}
     kernels = [i for i in impls if i.kind == "kernel"]
     if len(kernels) != 1:
         raise BadArgumentError("--params needs exactly one kernel in --impl")
+    flags = sorted(set(values) & op.problem_flags(kernels[0])) if op is not None else []
+    if flags:
+        raise BadArgumentError(f"--params {', '.join(flags)}: set by --dtype, --layout and --out-dtype, not by --params")
     kernels[0].resolve(values)  # refuse a broken configuration before any GPU work
     return {kernels[0].name: values}
 

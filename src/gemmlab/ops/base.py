@@ -156,6 +156,11 @@ class Op:
         DTYPE flag): prepare() applies them, and a tuning space holds them fixed."""
         return {}
 
+    def problem_flags(self, impl: Any) -> set[str]:
+        """The names of fixed_params for `impl`: flags no --params or params= may give (the problem's
+        value would silently win)."""
+        return set()
+
     def kernel_params(self, impl: Any, params: Mapping[str, int] | None, problem) -> dict[str, int]:
         """The parameters `impl` is built with for `problem`: `params` (a user's or a table's)
         with what the problem sets (fixed_params). What prepare_for's runner compiles; `analyze`

@@ -15,7 +15,8 @@ from ..cuda.prepared import PreparedImpl
 from ..errors import BadArgumentError
 from ..kernels.bgemm import specs as _kernels  # noqa: F401  (registers the ladder)
 from ..problem import BatchedGemmProblem, comma_items, parse_shape
-from ..registry import Baseline, register
+from ..baseline import Baseline
+from ..registry import register
 from .base import ShapeArgs
 from .gemm_family import GemmOp, Verdict, gemm_shapes
 from .sgemm import compare as compare_one

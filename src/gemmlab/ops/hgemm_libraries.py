@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ..registry import Baseline, register
+from ..baseline import Baseline
+from ..registry import register
 from .torch_interop import torch_reason, torch_stream, torch_views
 
 def _reason() -> str:

@@ -8,7 +8,8 @@ All enqueue on the timer's stream, so the events bracket exactly their work.
 """
 from __future__ import annotations
 
-from ..registry import Baseline, register
+from ..baseline import Baseline
+from ..registry import register
 from .torch_interop import torch_reason, torch_stream, torch_views
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from ..registry import Baseline, register
+from ..baseline import Baseline
+from ..registry import register
 from .torch_interop import torch_reason, torch_stream, torch_views
 
 

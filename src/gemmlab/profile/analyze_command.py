@@ -50,7 +50,7 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     specs = [i for i in _select(impl, with_baselines=False, op=op) if i.kind == "kernel"]
     if not specs:
         raise BadArgumentError(f"--impl {impl!r} names no kernel (baselines have no code to analyze)")
-    chosen = params_for(specs, params)
+    chosen = params_for(specs, params, the_op)
     given = dict(n=None if n is None else str(n), batch=batch, dtype=dtype, layout=layout, out_dtype=out_dtype)
     problem = _problem(op, given, M, N, K, n)
     # the database checked (a foreign, newer or read-only one refused, a new one's folder tried)

@@ -98,7 +98,7 @@ class Selection:
         if from_table and params:
             raise BadArgumentError("--from-table takes the table's parameters; --params gives your own: one or the other")
         impls = _select(named, op=the_op.name) if named.strip() else []
-        chosen = params_for(impls, params)
+        chosen = params_for(impls, params, the_op)
         refused = [r for r in (the_op.refusal(i, problem) for i in impls) if r]  # each names its kernel
         impls = [i for i in impls if not the_op.refusal(i, problem)]
         if not impls and after is None:
@@ -229,10 +229,10 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     the_op = ops.get(op)
     shape = f"n={problem.n}" if op == "reduce" else the_op.label(problem)
     picks = Selection.named(the_op, problem, impl, params, from_table)  # checked before any GPU work
+    database_ready(target)  # the database's problem first, as the other files': it only reads
     ncu = N_.find_ncu()
     if ncu is None:
         raise GemmlabError(N_.no_ncu())
-    database_ready(target)
     device()  # one line when there is no GPU
     arch = info().arch
     picks.on_gpu(info().name, arch, shape)

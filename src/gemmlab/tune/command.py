@@ -3,6 +3,7 @@
 the options)."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -39,6 +40,8 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
     if op is not None and op != spec.op:
         raise BadArgumentError(f"--op {op}: {impl} is a kernel of {spec.op}")
     problem, fixed = _problem(spec, M, N, K, dtype)
+    if not math.isfinite(timeout):  # inf passed min=1 and then broke every Dask trial's wait
+        raise BadArgumentError(f"--timeout {timeout:g}: seconds before a candidate counts as hung, a finite number")
     if strategy not in STRATEGIES:
         raise BadArgumentError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
     device_list = _parse_devices(devices)

@@ -316,8 +316,8 @@ BANK_PADDING = KernelSpec(
             Param("PAD", 4, (4, 8, 12, 16), "floats of padding; a multiple of 4 (16-byte alignment), "
                                             "4 (or any PAD % 8 == 4) is conflict-free")),
     constraints=(*_rung6_tile_constraints(),
-                 Constraint("PAD must be a multiple of 4 (16-byte aligned float4 shared accesses)",
-                            lambda v: v["PAD"] % 4 == 0)),
+                 Constraint("PAD must be a positive multiple of 4 (16-byte aligned float4 shared accesses)",
+                            lambda v: v["PAD"] > 0 and v["PAD"] % 4 == 0)),
     threads=_threads_2d, smem_bytes=_padding_smem,
     geometry=_tile_geometry(_threads_2d),
 )
