@@ -10,7 +10,7 @@ from gemmlab.errors import BadArgumentError
 from gemmlab.ops import hgemm_check
 from gemmlab.problem import GemmProblem
 
-from .fresh_threads import THREADS_MAIN, run_fresh
+from .fresh_threads import run_fresh, threads_script
 
 cp = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
@@ -213,17 +213,7 @@ def test_custom_ops_eager_and_compiled():
         assert float(s) == float(x.double().sum()), i
 
 
-THREAD_SCRIPT = r"""
-import threading, sys
-import torch, gemmlab
-N = 16
-barrier = threading.Barrier(N)
-errors = []
-def work(i):
-    try:
-        s = torch.cuda.Stream()
-        with torch.cuda.stream(s):
-            g = torch.Generator(device="cuda").manual_seed(i)
+THREAD_SCRIPT = threads_script(16, r"""
             m, n, k = 64 + 8 * i, 96 + 8 * i, 40 + 8 * i
             a = torch.rand(m, k, device="cuda", generator=g) - 0.5
             b = torch.rand(k, n, device="cuda", generator=g) - 0.5
@@ -259,9 +249,7 @@ def work(i):
                 errors.append(f"thread {i} {name}: relative error {err:.2e}")
         if not abs(float(t) - float(x.double().sum())) <= 1e-3:
             errors.append(f"thread {i} reduce_sum: {float(t)} vs {float(x.double().sum())}")
-    except Exception as exc:
-        errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
-""" + THREADS_MAIN
+""")
 
 
 def test_first_use_from_16_threads_in_fresh_processes():

@@ -12,7 +12,7 @@ from gemmlab import registry
 from gemmlab.harness.bench import verify_sweep
 from gemmlab.ops import hgemm_check as hv
 
-from .fresh_threads import THREADS_MAIN, run_fresh
+from .fresh_threads import run_fresh, threads_script
 from .hgemm_sweeps import (assert_all_pass, check_k_slices, check_layout_and_c_type, check_sweeps,
                            skip_unavailable)
 
@@ -93,17 +93,7 @@ def test_2x2_clusters_are_scheduled_on_the_clusters_the_driver_runs(dtype):
     assert_all_pass(verify_sweep([PERSISTENT], problems, {"persistent": params}))
 
 
-FIRST_USE_2X2 = r"""
-import sys, threading
-import torch, gemmlab
-N = 8
-barrier = threading.Barrier(N)
-errors = []
-def work(i):
-    try:
-        s = torch.cuda.Stream()
-        with torch.cuda.stream(s):
-            g = torch.Generator(device="cuda").manual_seed(i)
+FIRST_USE_2X2 = threads_script(8, r"""
             a = (torch.rand(4096, 1024, device="cuda", generator=g) - 0.5).to(torch.bfloat16)
             b = (torch.rand(1024, 4096, device="cuda", generator=g) - 0.5).to(torch.bfloat16)
             barrier.wait(timeout=120)
@@ -113,9 +103,7 @@ def work(i):
         err = float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
         if not err <= 1e-5:  # NaN fails too
             errors.append(f"thread {i}: relative error {err:.2e}")
-    except Exception as exc:
-        errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
-""" + THREADS_MAIN
+""")
 
 
 def test_2x2_clusters_first_used_from_8_threads_in_a_fresh_process():

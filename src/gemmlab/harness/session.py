@@ -35,9 +35,10 @@ def require_named_libraries(impls: list, names: str) -> None:
 
 
 def refuse_named_without_problems(op, impls: list, names: str, problems: list) -> None:
-    """A kernel named in --impl that can run none of the problems (a dtype, layout or C type it
-    never takes, a shape outside its rule) would store only ERROR rows and exit 0: refused with its
-    reason before any GPU work, as verify refuses it. One that "all" brought in keeps its ERROR rows."""
+    """An implementation named in --impl that can run none of the problems (a dtype, layout or C
+    type it never takes, a shape outside its rule): refused with its reason before any GPU work.
+    bench would store only ERROR rows and exit 0, verify pass having verified nothing. One that
+    "all" brought in is left to the caller."""
     named = {n.strip() for n in names.split(",")}
     for i in impls:
         if i.name in named and problems:
@@ -168,7 +169,6 @@ def verify(op_name: str, impl: str, args: ops.ShapeArgs, params: str | None) -> 
     impls = op.select(impl, dtype)
     chosen = params_for(impls, params, op)
     require_named_libraries(impls, impl)
-    named = {n.strip() for n in impl.split(",")}
     impls = usable(impls)
     candidates = op.sweep(args)
     one = args.one_gemm
@@ -177,12 +177,12 @@ def verify(op_name: str, impl: str, args: ops.ShapeArgs, params: str | None) -> 
             reason = op.refusal(i, candidates[-1])
             if reason:
                 raise BadArgumentError(reason)
+    # a named implementation that takes none of the sweep's problems would pass having verified
+    # nothing; one that "all" or "ladder" brought in is skipped, unless nothing at all is left
+    refuse_named_without_problems(op, impls, impl, candidates)
     plan = [(i, [p for p in candidates if not op.refusal(i, p)]) for i in impls]
-    # a named implementation that takes none of the sweep's problems (a layout or dtype it never
-    # reads) would pass having verified nothing: refused with its reason, as a named shape is;
-    # one that "all" or "ladder" brought in is skipped, unless nothing at all is left
     for i, mine in plan:
-        if not mine and (i.name in named or not any(ps for _, ps in plan)):
+        if not mine and not any(ps for _, ps in plan):
             raise BadArgumentError(op.refusal(i, candidates[0]) or f"{i.name} takes none of the problems to verify")
     device()
     table = Table(title=f"{op.name} ({op.title}): verification against fp64")

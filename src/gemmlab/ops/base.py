@@ -157,9 +157,9 @@ class Op:
         return {}
 
     def problem_flags(self, impl: Any) -> set[str]:
-        """The names of fixed_params for `impl`: flags no --params or params= may give (the problem's
-        value would silently win)."""
-        return set()
+        """The names of fixed_params for `impl` (the same for each of its dtypes): flags no --params
+        or params= may give (the problem's value would silently win)."""
+        return set(self.fixed_params(impl, (getattr(impl, "dtypes", ()) or ("fp32",))[0]))
 
     def kernel_params(self, impl: Any, params: Mapping[str, int] | None, problem) -> dict[str, int]:
         """The parameters `impl` is built with for `problem`: `params` (a user's or a table's)

@@ -206,10 +206,6 @@ class HgemmOp(GemmOp):
             fixed["OUT16"] = int(out_dtype != "fp32")
         return fixed
 
-    def problem_flags(self, impl) -> set[str]:
-        names = {p.name for p in impl.params} if getattr(impl, "kind", None) == "kernel" else set()
-        return names & {"DTYPE", "B_KMAJOR", "A_MNMAJOR", "OUT16"}
-
     def layout_defaults(self, impl, dtype: str, layout: str = "nn") -> dict[str, int]:
         """Defaults a layout needs in place of the kernel's own, where those break a constraint in
         that layout (specs.layout_defaults); a user's or a table's parameters still win, and a
