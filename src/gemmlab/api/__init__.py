@@ -8,13 +8,11 @@ prepared launcher. Errors are one BadArgumentError (a ValueError) line.
 """
 from __future__ import annotations
 
-import operator
-import sys
-from dataclasses import replace
 from typing import Any, Mapping
 
 from ..errors import GemmlabError
-from . import calls, checks, core, sum_calls, tuning
+from . import calls, core, sum_calls, tuning
+from .explaining import explain
 from .plans import Matmul, Sum
 
 DEFAULT_REDUCE = "single_pass"  # the fallback where no table speaks: one launch, deterministic
@@ -83,87 +81,6 @@ def use_tuning(path: Any) -> None:
     Every thread's executors are dropped, so a shape already called decides again with it."""
     tuning.use_tuning(path)
     core.forget_executors()
-
-
-def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = None, shape: tuple | None = None,
-            dtype: str | None = None, impl: str | None = None, params: Mapping[str, int] | None = None,
-            gpu: str | None = None, arch: str | None = None, out_dtype: Any = None, file=None) -> str:
-    """Print (to `file`, default stdout) and return which implementation a call would run, and why.
-
-    gemmlab.explain(A, B) for a GEMM on those arrays, gemmlab.explain(x) for reduce_sum(x), or
-    without arrays: explain(op="sgemm", shape=(M, N, K), dtype="fp32"); explain(op="reduce",
-    shape=(n,)); explain(op="bgemm", shape=(M, N, K, batch)). Plans have plan.explain().
-    With gpu= and arch= (e.g. gpu="NVIDIA H200", arch="sm_90") it answers for that GPU, with no
-    GPU needed. out_dtype (or C's type) names a 16-bit C for hgemm, which only some
-    implementations write.
-    """
-    from .. import ops, registry
-    from . import dispatch, tuning
-
-    if impl is not None or params is not None:
-        checks.check_choice(impl, params, "gemmlab.explain")
-    if gpu is None or A is not None:
-        state = core.setup()
-        gpu, arch = gpu or state["gpu"], arch or state["arch"]
-    else:
-        registry.all_impls()
-        ops.names()
-        arch = arch or "sm_90"
-    if A is not None and op == "reduce" and B is not None:
-        raise core.BadArgumentError("explain(op='reduce') takes one array, x")
-    if A is not None and B is None and op in (None, "reduce"):
-        op, dims, dtype = "reduce", (checks.sum_operand(A, "gemmlab.explain").size(),), "fp32"
-    elif A is not None:
-        if op is None:
-            op = checks.gemm_op_of(A, "gemmlab.explain")
-        a, b, dims, dtype = checks.gemm_operands(op, f"gemmlab.{op}", A, B)
-    else:
-        if op is None or shape is None:
-            raise core.BadArgumentError("explain needs arrays, or op= and shape=")
-        dims, dtype = _explained_shape(op, shape, dtype)
-    # what the call reads in place (transposed views, as calls.gemm) and C's type
-    layout = checks.layout_of(op, a, b) if A is not None and op != "reduce" else (False, False)
-    out = "fp32"
-    if op != "reduce":
-        named = checks.out_name(out_dtype)
-        if named is None and C is not None:
-            named = checks.read(C, "C", "gemmlab.explain").dtype
-        out = checks.c_type(op, dtype, named, f"gemmlab.{op}")
-    problem = core.make_problem(op, dtype, dims, layout, out)
-    choice, spec, _ = core.decide(op, problem, dims, impl, params, gpu, arch)
-    if any(layout) and impl is not None:  # what a named implementation does with transposed views
-        choice = replace(choice, reason=f"{choice.reason}; {core.layout_note(spec, problem, layout)}")
-    text = dispatch.describe(choice, f"gemmlab.{'reduce_sum' if op == 'reduce' else op}",
-                             f"{'x'.join(map(str, dims))} {dtype}" + (f", C {out}" if out != "fp32" else ""),
-                             gpu, arch, tuning.describe())
-    print(text, file=file or sys.stdout)
-    return text
-
-
-# op -> (the shape explain takes, its length, the dtypes); GEMM dimensions are 32-bit (checks.MAX_DIM)
-EXPLAIN_SHAPES = {"sgemm": ("(M, N, K)", 3, ("fp32",)), "hgemm": ("(M, N, K)", 3, ("bf16", "fp16", "tf32")),
-                  "bgemm": ("(M, N, K, batch)", 4, ("fp32",)), "reduce": ("(n,)", 1, ("fp32",))}
-
-
-def _explained_shape(op: str, shape, dtype: str | None) -> tuple[tuple, str]:
-    """explain's op=, shape= and dtype= checked as a call would check its arrays: (dims, dtype)."""
-    if op not in EXPLAIN_SHAPES:
-        raise core.BadArgumentError(f"op must be sgemm, hgemm, bgemm or reduce, not {op!r}")
-    form, length, dtypes = EXPLAIN_SHAPES[op]
-    try:
-        dims = tuple(operator.index(d) for d in shape)
-    except TypeError:  # not a sequence, or not of integers
-        dims = ()
-    top = 2**63 - 1 if op == "reduce" else checks.MAX_DIM
-    if len(dims) != length or not all(0 <= d <= top for d in dims):
-        raise core.BadArgumentError(f"explain(op={op!r}) takes shape={form}, integers from 0 to "
-                                    f"{'2^63 - 1' if op == 'reduce' else checks.MAX_DIM_TEXT}, not {shape!r}")
-    dtype = dtype or dtypes[0]
-    if op == "hgemm" and dtype == "fp32":  # fp32 arrays given to hgemm run as tf32
-        dtype = "tf32"
-    if dtype not in dtypes:
-        raise core.BadArgumentError(f"explain(op={op!r}) takes dtype " + ", ".join(dtypes) + f", not {dtype!r}")
-    return dims, dtype
 
 
 def register_torch_ops() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+from . import streams
 from .checks import MAX_DIM, check_choice, gemm_operands, layout_of, out_name, output_operand, overlap, reals
 from .core import _state, _thread, executor, forgotten, keep, setup
 from .frameworks import cupy_refs, new_torch_output, setup_cupy, setup_torch, torch_outputs, torch_refs
@@ -284,7 +285,9 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         c = out
     else:
         c = densify(out) if beta != 0.0 else new_output(out, shape, dtype=out.dtype)
+    streams.join(stream, (b.stream, c.stream))  # another producer's stream (B's, C's) finishes first
     ex.run_operands(a, b, c, alpha, beta, stream)
+    streams.release(stream, out.stream)
     if c is not out:
         copy_into(out, c)
     return C if C is not None else result(out)

@@ -11,7 +11,8 @@ from ..errors import BadArgumentError
 from ..problem import MAX_DIM, MAX_DIM_TEXT  # the problems' own bound: 32-bit M, N, K and batch
 from .core import _state
 from .operands import DTYPE_TEXT as DTYPE_NAMES
-from .operands import ITEMSIZE, Operand, check, new_output, read, shape_text, transposed
+from .interface import ITEMSIZE, may_share
+from .operands import Operand, check, element_strides, new_output, read, shape_text, transposed
 
 GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
 
@@ -19,14 +20,17 @@ GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": (
 def real(value, name: str, caller: str) -> float:
     """alpha or beta as a float: a Python or NumPy real, or a 0-d array of one. None, a
     complex number or a string (which float() would read) is refused in one line."""
-    if type(value) is float or type(value) is int:  # the common case, without the ABC checks (~0.4 us)
-        return float(value)
-    if not isinstance(value, (str, bytes)) and not (isinstance(value, numbers.Complex)
-                                                    and not isinstance(value, numbers.Real)):
-        try:
+    try:
+        if type(value) is float or type(value) is int:  # the common case, without the ABC checks (~0.4 us)
             return float(value)
-        except (TypeError, ValueError, RuntimeError):  # RuntimeError: torch's many-element tensor
-            pass
+        if not isinstance(value, (str, bytes)) and not (isinstance(value, numbers.Complex)
+                                                        and not isinstance(value, numbers.Real)):
+            try:
+                return float(value)
+            except (TypeError, ValueError, RuntimeError):  # RuntimeError: torch's many-element tensor
+                pass
+    except OverflowError:  # an int past a double's range: float() would raise this, not a ValueError
+        raise BadArgumentError(f"{caller}: {name} is past the range of a float (a double)") from None
     raise BadArgumentError(f"{caller}: {name} must be a real number, not {type(value).__name__}")
 
 
@@ -69,7 +73,9 @@ def gemm_operands(op_name: str, caller: str, A, B):
     if a.dtype != b.dtype:
         raise BadArgumentError(f"A is {a.dtype} but B is {b.dtype}: both must have one dtype")
     sa, sb = a.shape, b.shape
-    if sb[-2] != sa[-1] or sb[:-2] != sa[:-2]:
+    if sb[:-2] != sa[:-2]:
+        raise BadArgumentError(f"A is {shape_text(sa)} but B is {shape_text(sb)}: batch sizes differ")
+    if sb[-2] != sa[-1]:
         raise BadArgumentError(f"A is {shape_text(sa)} but B is {shape_text(sb)}: inner dimensions differ")
     dims = (sa[-2], sb[-1], sa[-1]) + ((sa[0],) if ndim == 3 else ())
     if max(dims) > MAX_DIM:
@@ -138,7 +144,20 @@ def output_operand(C, a: Operand, shape: tuple, beta: float, caller: str, op_nam
         raise BadArgumentError(f"C is {DTYPE_NAMES[c.dtype]} but out_dtype is {DTYPE_NAMES[out]}")
     if c.shape != shape:
         raise BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(shape)}")
+    writable(c, "C", caller)
     return c
+
+
+def writable(c: Operand, what: str, caller: str) -> None:
+    """Refuse an output gemmlab cannot write: read-only (its producer says so), or strided so that
+    two of its elements may share memory (a broadcast view: the blocks writing them would race)."""
+    if c.readonly:
+        raise BadArgumentError(f"{caller}: {what} is read-only (its __cuda_array_interface__ says so), and "
+                               f"{what} is written")
+    if not c.contiguous and may_share(c.shape, strides := element_strides(c)):
+        raise BadArgumentError(f"{caller}: {what} has strides {strides} (elements), which may let two of its "
+                               f"elements share memory (a broadcast or overlapping view); {what} is written: "
+                               "pass an array whose elements are apart")
 
 
 def overlap(x: Operand, y: Operand) -> bool:

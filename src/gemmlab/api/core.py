@@ -136,10 +136,13 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
     if params:
         from .. import ops
 
+        if spec.kind != "kernel":  # a library call has no template parameters to take them
+            raise BadArgumentError(f"{spec.name} is a library call and takes no params (given {dict(params)})")
         flags = sorted(set(params) & ops.get(op_name).problem_flags(spec))
         if flags:  # the operands' value would win over the one given, without a word
             raise BadArgumentError(f"params {', '.join(flags)}: set by the operands' types and layouts and by "
                                    "out_dtype, not by params")
+        spec.resolve(ops.get(op_name).kernel_params(spec, params, problem))  # one line, before any compile
     chosen = dict(params) if params else choice.params  # params={}: no overrides, as None
     if not params and spec.kind == "kernel" and op_name != "reduce":
         tuned = tuning.tuned_params(spec, problem, gpu)

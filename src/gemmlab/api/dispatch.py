@@ -66,6 +66,11 @@ def _distance(a, b) -> float:
     return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) for x, y in zip(a, b))
 
 
+def arch_of(gpu: str) -> str | None:
+    """The architecture of a GPU a shipped (or named) table was measured on, else None."""
+    return next((t.get("arch") for t in tables().get("gpus", []) if t.get("gpu") == gpu), None)
+
+
 def _table_for(gpu: str, arch: str) -> tuple[dict | None, str]:
     gpus = tables().get("gpus", [])
     for t in gpus:

@@ -15,20 +15,21 @@ import sys
 from typing import Any, Callable
 
 from ..errors import BadArgumentError
+from . import interface
 
-DTYPE_TEXT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
+DTYPE_TEXT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
 ALIGN = 16  # bytes: every kernel's vector loads and TMA want 16-byte aligned bases
 
 
 class Operand:
     """One array as gemmlab reads it; `family` is torch, cupy or cai (any other producer)."""
 
-    __slots__ = ("obj", "ptr", "shape", "dtype", "device", "stream", "family", "contiguous")
+    __slots__ = ("obj", "ptr", "shape", "dtype", "device", "stream", "family", "contiguous", "readonly")
 
-    def __init__(self, obj, ptr, shape, dtype, device, stream, family, contiguous):
+    def __init__(self, obj, ptr, shape, dtype, device, stream, family, contiguous, readonly=False):
         self.obj, self.ptr, self.shape = obj, ptr, tuple(shape)
         self.dtype, self.device, self.stream, self.family, self.contiguous = dtype, device, stream, family, contiguous
+        self.readonly = readonly  # a producer's read-only flag (__cuda_array_interface__): never a C
 
     @property
     def dense(self) -> bool:
@@ -107,29 +108,20 @@ def _read_cupy(x, what: str, caller: str) -> Operand:
                    _cupy.cuda.get_current_stream().ptr, "cupy", x.flags.c_contiguous)
 
 
-_TYPESTR = {"<f4": "fp32", "<f2": "fp16", "<f8": "fp64"}
-
-
 def _read_cai(x, what: str, caller: str) -> Operand:
-    """A __cuda_array_interface__ producer (v3): its own stream when it names one (1 and 2 are the
-    legacy and per-thread default streams, valid handles as they are), else CuPy's current."""
+    """A __cuda_array_interface__ producer (v3), its dict checked (interface.parse): its own
+    stream when it names one, else CuPy's current."""
     if _cupy is None:
         _cupy_setup()
-    cai = x.__cuda_array_interface__
-    shape = tuple(cai["shape"])
-    dtype = _TYPESTR.get(cai["typestr"], cai["typestr"])
-    item = ITEMSIZE.get(dtype, 1)
-    dense = [1] * len(shape)
-    for i in range(len(shape) - 2, -1, -1):
-        dense[i] = dense[i + 1] * shape[i + 1]
-    strides = tuple(s // item for s in cai["strides"]) if cai.get("strides") else tuple(dense)
-    contiguous = all(st == d or n == 1 for st, d, n in zip(strides, dense, shape))
-    stream = cai.get("stream")
-    if stream is None:
-        stream = _cupy.cuda.get_current_stream().ptr
-    ptr = cai["data"][0] or 0
-    device = _cupy.cuda.runtime.pointerGetAttributes(ptr).device if ptr else _cupy.cuda.Device().id
-    return Operand(x, ptr, shape, dtype, device, stream, "cai", contiguous)
+    try:
+        cai = x.__cuda_array_interface__
+    except AttributeError as exc:  # e.g. a host-resident array of a type that can export one
+        raise BadArgumentError(f"{what} is not a CUDA array ({exc})") from None
+    f = interface.parse(cai, what)
+    stream = f.stream if f.stream is not None else _cupy.cuda.get_current_stream().ptr
+    device = _cupy.cuda.runtime.pointerGetAttributes(f.ptr).device if f.ptr else _cupy.cuda.Device().id
+    return Operand(x, f.ptr, f.shape, f.dtype, device, stream, "cai", interface.c_order(f.shape, f.strides),
+                   f.readonly)
 
 
 def _read_dlpack(x, what: str, caller: str) -> Operand:
@@ -149,6 +141,8 @@ def _refuse_numpy(x, what: str, caller: str) -> Operand:
 
 
 def _refuse(x, what: str, caller: str) -> Operand:
+    if "__cuda_array_interface__" in getattr(x, "__dict__", ()):  # set on the instance, not its type
+        return _read_cai(x, what, caller)
     raise BadArgumentError(f"{what} must be a CUDA array (CuPy, torch, or a DLPack/__cuda_array_interface__ "
                            f"producer), got {type(x).__name__}")
 
@@ -202,6 +196,17 @@ def transposed(op: Operand) -> bool:
     if op.family == "cupy":
         return bool(x.flags.f_contiguous)
     return False
+
+
+def element_strides(op: Operand) -> tuple[int, ...]:
+    """The operand's strides in elements, read from its array (only the rare paths ask)."""
+    x = op.obj
+    if op.family == "torch":
+        return tuple(x.stride())
+    if _cupy is not None and isinstance(x, _cupy.ndarray):  # also a DLPack producer's, read as CuPy
+        return tuple(s // x.itemsize for s in x.strides)
+    f = interface.parse(x.__cuda_array_interface__, "")
+    return f.strides if f.strides is not None else interface.dense_strides(f.shape)
 
 
 def shape_text(shape) -> str:

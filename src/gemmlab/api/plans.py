@@ -21,20 +21,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import BadArgumentError
-from . import checks, core, dispatch, tuning
+from . import checks, core, dispatch, streams, tuning
 from .operands import Operand, check, current_stream_reader, new_output, read, shape_text, transposed
-
-
-def stream_handle(stream: Any) -> int:
-    """A raw stream handle from an int, a torch or CuPy stream, or a __cuda_stream__ object."""
-    if isinstance(stream, int):
-        return stream
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    for attr in ("cuda_stream", "ptr", "handle"):
-        if hasattr(stream, attr):
-            return int(getattr(stream, attr))
-    raise BadArgumentError(f"stream must be a stream handle or a torch/CuPy/CUDA stream, got {type(stream).__name__}")
 
 
 def _dense(op: Operand, what: str) -> Operand:
@@ -44,12 +32,19 @@ def _dense(op: Operand, what: str) -> Operand:
     return op
 
 
+def _named_streams(*ops: Operand) -> tuple[int, ...]:
+    """The streams __cuda_array_interface__ producers named for a plan's operands (torch and CuPy
+    operands follow their framework's current stream, read at each execute): each execute waits
+    for them, and C's producer's waits for it."""
+    return tuple({op.stream for op in ops if op.family == "cai"})
+
+
 class _Plan:
     caller = "gemmlab plan"
 
     def _stream(self, stream) -> int:
         core.setup()
-        return self._current() if stream is None else stream_handle(stream)
+        return self._current() if stream is None else streams.handle(stream)
 
     def _rebind(self, x, what: str, old: Operand, dtypes: tuple[str, ...], as_transposed: bool = False) -> Operand:
         new = read(x, what, self.caller)
@@ -57,6 +52,8 @@ class _Plan:
             raise BadArgumentError(f"{what} is {shape_text(new.shape)} {new.dtype}; this plan was made for "
                                    f"{shape_text(old.shape)} {old.dtype}")
         check(new, what, dtypes, len(old.shape), self.caller, core._state["device"])
+        if what == "C":
+            checks.writable(new, what, self.caller)
         if as_transposed:
             if not transposed(new):
                 raise BadArgumentError(f"{what}: this plan was made for a transposed view (W.T); pass one again")
@@ -89,7 +86,7 @@ class Matmul(_Plan):
         checks.check_choice(impl, params, "gemmlab.Matmul")
         if op is None:
             op = checks.gemm_op_of(A, "gemmlab.Matmul")
-        if op not in checks.GEMM_DTYPES:
+        if not isinstance(op, str) or op not in checks.GEMM_DTYPES:
             raise BadArgumentError(f"op must be sgemm, hgemm or bgemm, not {op!r}")
         self.op = op
         self.caller = f"gemmlab.Matmul ({op})"
@@ -105,6 +102,7 @@ class Matmul(_Plan):
         self._b = b if layout[1] else _dense(b, "B")
         self._c = _dense(c, "C")
         self._apart(self._a, self._b, self._c)
+        self._producers = _named_streams(self._a, self._b, self._c)
         self._dtypes = checks.GEMM_DTYPES[op]
         self._current = current_stream_reader(a)
         self._executor = core.new_executor(op, dtype, dims, impl, params, layout, c.dtype)
@@ -118,21 +116,27 @@ class Matmul(_Plan):
     def execute(self, A=None, B=None, C=None, *, alpha: float | None = None, beta: float | None = None,
                 stream: Any = None):
         """Run the plan (on new operands where given); returns C (the plan's own when none was given)."""
+        launch = self._stream(stream)  # like everything below, checked before anything is kept
         scalars = None if alpha is None and beta is None else self._scalars(alpha, beta, C)
-        if A is not None or B is not None or C is not None:  # all checked before any is kept
+        if A is not None or B is not None or C is not None:
             a = self._a if A is None else self._rebind(A, "A", self._a, self._dtypes, self.layout[0])
             b = self._b if B is None else self._rebind(B, "B", self._b, self._dtypes, self.layout[1])
             c = self._c if C is None else self._rebind(C, "C", self._c, (self._c.dtype,))
             self._apart(a, b, c, own=C is None and not self._c_given)
             self._a, self._b, self._c = a, b, c
             self._c_given = self._c_given or C is not None
+            self._producers = _named_streams(a, b, c)
         if scalars is not None:
             self.alpha, self.beta = scalars
+        if self._producers:
+            streams.join(launch, self._producers)
         ex = self._executor
         if ex.fast:
-            ex.run(self._a.ptr, self._b.ptr, self._c.ptr, self.alpha, self.beta, self._stream(stream))
+            ex.run(self._a.ptr, self._b.ptr, self._c.ptr, self.alpha, self.beta, launch)
         else:
-            ex.run_operands(self._a, self._b, self._c, self.alpha, self.beta, self._stream(stream))
+            ex.run_operands(self._a, self._b, self._c, self.alpha, self.beta, launch)
+        if self._producers and self._c.family == "cai":
+            streams.release(launch, self._c.stream)
         return self._c.obj
 
     def _apart(self, a: Operand, b: Operand, c: Operand, own: bool = False) -> None:
@@ -180,13 +184,16 @@ class Sum(_Plan):
         self._text = f"n={n} fp32"
 
     def execute(self, x=None, *, stream: Any = None):
+        launch = self._stream(stream)  # checked before a new x is kept
         if x is not None:
             self._x = self._rebind(x, "x", self._x, ("fp32",))
+        if self._x.family == "cai":  # a producer's own stream (a Sum's result is its own)
+            streams.join(launch, (self._x.stream,))
         ex = self._executor
         if ex.fast:
-            ex.run(self._x.ptr, self._out.ptr, self._stream(stream))
+            ex.run(self._x.ptr, self._out.ptr, launch)
         else:
-            ex.run_operands(self._x, self._out, self._stream(stream))
+            ex.run_operands(self._x, self._out, launch)
         return self._out.obj
 
     @property

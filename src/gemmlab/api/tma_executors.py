@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..cuda.launch_graph import LaunchGraph, gemm_key
 from .launches import FastGemm, prepared, tma_signature, zeroed_workspace
-from .operands import ITEMSIZE
+from .interface import ITEMSIZE
 
 
 def tma_fast(spec, problem) -> bool:

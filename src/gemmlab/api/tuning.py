@@ -29,11 +29,15 @@ def use_tuning(path: str | os.PathLike | None) -> None:
             _named = None
             _cache.clear()
         return
+    if not isinstance(path, (str, os.PathLike)):
+        raise BadArgumentError(f"gemmlab.use_tuning: path must be a file path (str or os.PathLike) or None, not {path!r}")
     p = Path(path).resolve()  # the file named now: a later os.chdir must not swap it for another
     if p.is_dir():
         raise BadArgumentError(f"gemmlab.use_tuning: {p} is a directory: name a results database file")
     if not p.is_file():
         raise BadArgumentError(f"gemmlab.use_tuning: no tuning database at {p}")
+    if p.stat().st_size == 0:  # SQLite would take it as a new database, and the store write a schema into it
+        raise BadArgumentError(f"gemmlab.use_tuning: {p} is empty, not a results database written by gemmlab tune")
     from ..store import ResultStore
 
     try:  # a read-only file of tuned parameters serves; the store's refusals are one line as they are

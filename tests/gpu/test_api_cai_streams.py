@@ -1,0 +1,86 @@
+"""A __cuda_array_interface__ producer that names its own stream for B or C: the call (on A's
+stream) must wait for B's producer, and C's producer's later work must wait for the call. Each
+test makes the producer's work late on purpose (a kernel that spins ~60 ms before it writes), so
+a call that ignored the stream B or C names would read B before it is written, or let C's
+producer read C before the GEMM wrote it, and the check against the reference would fail."""
+import numpy as np
+import pytest
+
+import gemmlab
+
+cp = pytest.importorskip("cupy")
+
+M, N, K = 256, 192, 128
+SPIN_CYCLES = 100_000_000  # about 50-80 ms at the SM clocks of an H100 / H200
+LATE_FILL = r'''
+extern "C" __global__ void late_fill(float* x, long long n, float value, long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) x[i] = value;
+}'''
+
+
+class OnStream:
+    """A CuPy array exported with the stream its producer works on."""
+
+    def __init__(self, x, stream):
+        self.x, self.stream = x, stream
+
+    @property
+    def __cuda_array_interface__(self):
+        return dict(self.x.__cuda_array_interface__, stream=self.stream.ptr)
+
+
+def _late_fill(x, value, stream):
+    kernel = cp.RawKernel(LATE_FILL, "late_fill")
+    with stream:
+        kernel((1,), (256,), (x, np.int64(x.size), np.float32(value), np.int64(SPIN_CYCLES)))
+
+
+def _operands():
+    rng = np.random.default_rng(33)
+    A = cp.asarray(rng.standard_normal((M, K), dtype=np.float32))
+    B = cp.zeros((K, N), dtype=cp.float32)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(3)]
+    return A, B, streams
+
+
+def _expected(A, value):
+    return np.repeat(cp.asnumpy(A).astype(np.float64).sum(axis=1, keepdims=True) * value, N, axis=1)
+
+
+def test_a_call_waits_for_the_stream_b_names():
+    A, B, (s1, s2, _) = _operands()
+    gemmlab.sgemm(OnStream(A, s1), OnStream(B, s1))  # compiled and warm: the call below takes microseconds
+    cp.cuda.Device().synchronize()
+    _late_fill(B, 1.0, s2)  # B is all ones only after the spin
+    C = gemmlab.sgemm(OnStream(A, s1), OnStream(B, s2))
+    cp.cuda.Device().synchronize()
+    np.testing.assert_allclose(cp.asnumpy(C), _expected(A, 1.0), rtol=1e-4, atol=1e-3)
+
+
+def test_cs_producer_waits_for_the_call():
+    A, B, (s1, _, s3) = _operands()
+    B.fill(2.0)
+    C = cp.full((M, N), np.nan, dtype=cp.float32)
+    gemmlab.sgemm(OnStream(A, s1), OnStream(B, s1), OnStream(C, s1))
+    C.fill(np.nan)  # what C's producer would see if it did not wait
+    cp.cuda.Device().synchronize()
+    _late_fill(cp.empty(1, dtype=cp.float32), 0.0, s1)  # the call's stream is busy for a while
+    gemmlab.sgemm(OnStream(A, s1), OnStream(B, s1), OnStream(C, s3), alpha=0.5)
+    with s3:
+        seen = C.copy()  # C's producer reads C on its own stream
+    cp.cuda.Device().synchronize()
+    np.testing.assert_allclose(cp.asnumpy(seen), _expected(A, 1.0), rtol=1e-4, atol=1e-3)
+
+
+def test_a_plan_waits_for_the_stream_b_names_at_each_execute():
+    A, B, (s1, s2, _) = _operands()
+    plan = gemmlab.Matmul(OnStream(A, s1), OnStream(B, s2))
+    plan.execute()
+    cp.cuda.Device().synchronize()
+    for value in (1.0, 3.0):
+        _late_fill(B, value, s2)
+        C = plan.execute()
+        cp.cuda.Device().synchronize()
+        np.testing.assert_allclose(cp.asnumpy(C), _expected(A, value), rtol=1e-4, atol=1e-3)
