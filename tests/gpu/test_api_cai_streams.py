@@ -60,18 +60,22 @@ def test_a_call_waits_for_the_stream_b_names():
 
 
 def test_cs_producer_waits_for_the_call():
-    A, B, (s1, _, s3) = _operands()
-    B.fill(2.0)
-    C = cp.full((M, N), np.nan, dtype=cp.float32)
-    gemmlab.sgemm(OnStream(A, s1), OnStream(B, s1), OnStream(C, s1))
+    # a GEMM long enough (1024 x 1024 x 16384, about a millisecond) that C's producer, reading C
+    # on its own stream right after the call returns, would see it unwritten if it did not wait
+    s1, s3 = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
+    A = cp.random.default_rng(33).random((1024, 16384), dtype=cp.float32)
+    B = cp.full((16384, 1024), 2.0, dtype=cp.float32)
+    C = cp.empty((1024, 1024), dtype=cp.float32)
+    gemmlab.sgemm(OnStream(A, s1), OnStream(B, s1), OnStream(C, s1))  # compiled and warm
     C.fill(np.nan)  # what C's producer would see if it did not wait
+    seen = cp.empty_like(C)  # made now: a first allocation on s3 below could synchronise the device
     cp.cuda.Device().synchronize()
-    _late_fill(cp.empty(1, dtype=cp.float32), 0.0, s1)  # the call's stream is busy for a while
     gemmlab.sgemm(OnStream(A, s1), OnStream(B, s1), OnStream(C, s3), alpha=0.5)
     with s3:
-        seen = C.copy()  # C's producer reads C on its own stream
+        cp.copyto(seen, C)  # C's producer reads C on its own stream
     cp.cuda.Device().synchronize()
-    np.testing.assert_allclose(cp.asnumpy(seen), _expected(A, 1.0), rtol=1e-4, atol=1e-3)
+    rows = cp.asnumpy(A.astype(cp.float64).sum(axis=1))  # alpha * (A @ B) with B all 2: A's row sums
+    np.testing.assert_allclose(cp.asnumpy(seen), np.repeat(rows[:, None], 1024, axis=1), rtol=1e-4)
 
 
 def test_a_plan_waits_for_the_stream_b_names_at_each_execute():

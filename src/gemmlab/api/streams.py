@@ -42,11 +42,14 @@ def _handle_of(stream: Any):
 
 def _order(first: int, then: int) -> None:
     """Work enqueued on `then` from now on starts after what `first` holds now."""
-    import cupy
+    from cupy.cuda import runtime  # plain handles (CuPy's ExternalStream is deprecated)
 
-    event = cupy.cuda.Event(block=False, disable_timing=True)
-    event.record(cupy.cuda.ExternalStream(first))
-    cupy.cuda.ExternalStream(then).wait_event(event)
+    event = runtime.eventCreateWithFlags(runtime.eventDisableTiming)
+    try:
+        runtime.eventRecord(event, first)
+        runtime.streamWaitEvent(then, event, 0)
+    finally:
+        runtime.eventDestroy(event)  # released once it completes; the wait already enqueued holds
 
 
 def join(launch: int, streams: Iterable[int]) -> None:
