@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from gemmlab.errors import GemmlabError
+
 
 def command(mode: str, impl: str, size: int, gpus: list[str], db: Path) -> list[str]:
     base = [sys.executable, "-m", "gemmlab.cli", "tune", "--impl", impl, "--M", str(size), "--N", str(size),
@@ -79,10 +81,17 @@ def summarise(mode: str, out: Path) -> dict | None:
     log = log_path.read_text()
     walls = re.findall(r"wall ([\d.]+) s", log)
     compiled = re.findall(r"compiled (\d+) in ([\d.]+) s", log)
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    rows = con.execute("SELECT params, status, gflops FROM results").fetchall()
-    gpu = con.execute("SELECT gpu FROM runs").fetchone()
+    rows, gpu = [], None
+    if db.is_file():  # read only: a run that stopped before it stored anything has no database to make
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        con.row_factory = sqlite3.Row
+        try:
+            rows = con.execute("SELECT params, status, gflops FROM results").fetchall()
+            gpu = con.execute("SELECT gpu FROM runs").fetchone()
+        except sqlite3.Error:  # no tables yet: the tune run failed first (its log says why)
+            pass
+        finally:
+            con.close()
     ranked = sorted((r for r in rows if r["status"] == "PASS"), key=lambda r: -r["gflops"])
     return {"mode": mode, "command": meta["command"], "end_to_end_s": meta["seconds"], "exit": meta["exit"],
             "sweep_s": float(walls[-1]) if walls else None,
@@ -141,6 +150,9 @@ def main() -> None:
     text = table(results)
     (args.out / "scaling.md").write_text(text)
     print(text)
+    failed = [f"{r['mode']} (exit {r['exit']})" for r in results if r["exit"]]
+    if failed:  # the table keeps what the others measured; the run still fails, in one line
+        raise GemmlabError(f"{', '.join(failed)} failed: see {args.out}/<mode>.log")
 
 
 if __name__ == "__main__":

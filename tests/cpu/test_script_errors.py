@@ -119,3 +119,12 @@ def test_the_hgemm_sanitizer_sweep_runs_rung_5s_consumer_arrangements():
     assert {p.layout for p in rows256} == {"nn", "tt"}
     assert {p.out_dtype for p in rows256} == {"fp32", "bf16"}
     assert problems_with(BM=256, CN=2, TAILK=2) and problems_with(BM=256, CM=2, SPLITK=2)
+
+
+def test_cluster_scaling_reports_a_failed_tune_in_one_line(tmp_path):
+    # the tune run fails before it stores anything (an unknown kernel, on any machine): its
+    # database was then opened for writing, made empty, and queried (a sqlite3 traceback)
+    r = _run("scripts/cluster_scaling.py", "--impl", "no_such_kernel", "--modes", "local1", "--out", str(tmp_path))
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert "local1 (exit 2) failed" in r.stderr.strip().splitlines()[-1]
+    assert (tmp_path / "scaling.md").is_file() and not (tmp_path / "local1.db").exists()
