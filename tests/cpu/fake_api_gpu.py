@@ -56,13 +56,19 @@ class CAI:
         return self.cai
 
 
+class Events(list):
+    """What reached the device side, in order; `capturing`: the streams a test says are captured."""
+
+    capturing: set
+
+
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """The API as on one H100, with no GPU: returns the list of events (launches, copies, stream waits)."""
     from gemmlab.api import core, frameworks, operands, streams
     import gemmlab.cuda.device as device
 
-    events: list = []
+    events = Events()
 
     def make(kind):
         def new(shape, dtype=np.float32):
@@ -111,4 +117,6 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(device, "cupy_stream", lambda handle: contextlib.nullcontext())
     monkeypatch.setattr(core, "new_executor", new_executor)
     monkeypatch.setattr(streams, "_order", lambda first, then: events.append(("wait", then, "for", first)))
+    monkeypatch.setattr(streams, "_capturing", lambda launch: launch in capturing)
+    events.capturing = capturing = set()  # launch streams a test marks as being captured
     return events

@@ -2,7 +2,8 @@
 stream) must wait for B's producer, and C's producer's later work must wait for the call. Each
 test makes the producer's work late on purpose (a kernel that spins ~60 ms before it writes), so
 a call that ignored the stream B or C names would read B before it is written, or let C's
-producer read C before the GEMM wrote it, and the check against the reference would fail."""
+producer read C before the GEMM wrote it, and the check against the reference would fail. The
+last test captures such calls: under a capture nothing is ordered, and the graph replays right."""
 import numpy as np
 import pytest
 
@@ -88,3 +89,23 @@ def test_a_plan_waits_for_the_stream_b_names_at_each_execute():
         C = plan.execute()
         cp.cuda.Device().synchronize()
         np.testing.assert_allclose(cp.asnumpy(C), _expected(A, value), rtol=1e-4, atol=1e-3)
+
+
+def test_a_capture_of_the_calls_stream_is_not_broken_by_the_streams_producers_name():
+    # ordering with another stream under a capture would wait on an event from outside it, or
+    # fork a producer's stream into it that never joins (end_capture fails): nothing is ordered
+    A, B, (s1, s2, s3) = _operands()
+    B.fill(1.0)
+    C = cp.empty((M, N), dtype=cp.float32)
+    plan = gemmlab.Matmul(OnStream(A, s1), OnStream(B, s2), OnStream(C, s3))
+    plan.execute()
+    gemmlab.sgemm(OnStream(A, s1), OnStream(B, s2), OnStream(C, s3))  # both warm: nothing built under the capture
+    C.fill(np.nan)
+    cp.cuda.Device().synchronize()
+    for run in (plan.execute, lambda: gemmlab.sgemm(OnStream(A, s1), OnStream(B, s2), OnStream(C, s3), alpha=2.0)):
+        s1.begin_capture()
+        run()
+        graph = s1.end_capture()
+        graph.launch(stream=s1)
+        s1.synchronize()
+    np.testing.assert_allclose(cp.asnumpy(C), _expected(A, 2.0), rtol=1e-4, atol=1e-3)

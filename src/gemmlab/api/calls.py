@@ -269,6 +269,8 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         scale(out, beta)
         return C if C is not None else result(out)
     stream = a.stream
+    named = [op.stream for op in (b, out) if op.named]  # streams B's and C's producers named
+    streams.join(stream, named)  # their pending work (B written, C's old values) first
     # transposed views (CuPy's W.T, F-order arrays) are read in place where the executor can
     layout = layout_of(op_name, a, b)
     ex = executor(op_name, dtype, dims, impl, params, stream, layout, out.dtype)
@@ -277,17 +279,16 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         ex = executor(op_name, dtype, dims, impl, params, stream, layout, out.dtype)
     if not (a.dense or layout[0]):
         a = densify(a)
-    if not (b.dense or layout[1]):
-        b = densify(b)
+    if not (b.dense or layout[1]):  # copies on the call's stream: ordered with the kernel, freed there
+        b = densify(b, stream)
     # C is written in place where it is dense and shares no byte with what the kernel reads; else
     # the call works on a dense copy (C's values where beta != 0) and copies the result back
     if out.dense and not overlap(out, a) and not overlap(out, b):
         c = out
     else:
-        c = densify(out) if beta != 0.0 else new_output(out, shape, dtype=out.dtype)
-    streams.join(stream, (b.stream, c.stream))  # another producer's stream (B's, C's) finishes first
+        c = densify(out, stream) if beta != 0.0 else new_output(out, shape, dtype=out.dtype, stream=stream)
     ex.run_operands(a, b, c, alpha, beta, stream)
-    streams.release(stream, out.stream)
     if c is not out:
-        copy_into(out, c)
+        copy_into(out, c, stream)
+    streams.release(stream, named)  # B's and C's producers' next work waits for the call
     return C if C is not None else result(out)

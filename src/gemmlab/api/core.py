@@ -136,8 +136,9 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
     if params:
         from .. import ops
 
-        if spec.kind != "kernel":  # a library call has no template parameters to take them
-            raise BadArgumentError(f"{spec.name} is a library call and takes no params (given {dict(params)})")
+        if spec.kind != "kernel":  # a library or framework baseline has no template parameters to take them
+            raise BadArgumentError(f"{spec.name} is a library baseline, not a gemmlab kernel, and takes no params "
+                                   f"(given {dict(params)})")
         flags = sorted(set(params) & ops.get(op_name).problem_flags(spec))
         if flags:  # the operands' value would win over the one given, without a word
             raise BadArgumentError(f"params {', '.join(flags)}: set by the operands' types and layouts and by "

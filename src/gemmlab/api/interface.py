@@ -31,16 +31,22 @@ class Fields(NamedTuple):
 
 
 def _type(typestr, what: str) -> tuple[str, int]:
-    """(gemmlab's name or NumPy's, item size in bytes) of a typestr, or one line."""
+    """(gemmlab's name, else NumPy's, and the item size in bytes) of a typestr, or one line. NumPy
+    normalises the byte order ('=f4' and 'f4' are '<f4' here); a non-native one ('>f4') keeps its
+    typestr as its name, so a refusal does not read "has float32, needs float32"."""
     if typestr in TYPESTR:
         return TYPESTR[typestr], ITEMSIZE[TYPESTR[typestr]]
-    try:
-        import numpy
+    t = None
+    if isinstance(typestr, str):
+        try:
+            import numpy
 
-        t = numpy.dtype(typestr)
-    except Exception:  # numpy says TypeError, ValueError or SyntaxError for a string it cannot read
-        raise BadArgumentError(f"{what}: __cuda_array_interface__ typestr {typestr!r} is not a type") from None
-    return t.name, t.itemsize
+            t = numpy.dtype(typestr)
+        except Exception:  # numpy says TypeError, ValueError or SyntaxError for a string it cannot read
+            pass
+    if t is None:
+        raise BadArgumentError(f"{what}: __cuda_array_interface__ typestr {typestr!r} is not a type")
+    return TYPESTR.get(t.str) or (t.name if t.isnative else t.str), t.itemsize
 
 
 def _integers(values, what: str, field: str) -> tuple[int, ...]:
@@ -84,7 +90,7 @@ def parse(cai, what: str) -> Fields:
         strides = _integers(strides, what, "strides")
         if len(strides) != len(shape):
             raise BadArgumentError(f"{what}: __cuda_array_interface__ strides {strides} for a {len(shape)}-D shape")
-        if any(s % item for s, n in zip(strides, shape) if n > 1):
+        if size and any(s % item for s, n in zip(strides, shape) if n > 1):  # an empty array reads nothing
             raise BadArgumentError(f"{what}: strides {strides} (bytes) are not multiples of its {item}-byte element")
         strides = tuple(s // item for s in strides)
     return Fields(shape, dtype, strides, ptr, bool(data[1]), _stream(cai.get("stream"), what))
@@ -120,6 +126,8 @@ def may_share(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     each dimension's step, in increasing size, clears the whole extent of the smaller ones (the
     rule torch applies before writing in place); a zero step over two or more elements always
     shares. Writing such an array in place races, so it is refused as an output."""
+    if 0 in shape:  # no elements, nothing to share
+        return False
     steps = sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1)
     reach = 0
     for step, n in steps:

@@ -24,12 +24,13 @@ ALIGN = 16  # bytes: every kernel's vector loads and TMA want 16-byte aligned ba
 class Operand:
     """One array as gemmlab reads it; `family` is torch, cupy or cai (any other producer)."""
 
-    __slots__ = ("obj", "ptr", "shape", "dtype", "device", "stream", "family", "contiguous", "readonly")
+    __slots__ = ("obj", "ptr", "shape", "dtype", "device", "stream", "family", "contiguous", "readonly", "named")
 
-    def __init__(self, obj, ptr, shape, dtype, device, stream, family, contiguous, readonly=False):
+    def __init__(self, obj, ptr, shape, dtype, device, stream, family, contiguous, readonly=False, named=False):
         self.obj, self.ptr, self.shape = obj, ptr, tuple(shape)
         self.dtype, self.device, self.stream, self.family, self.contiguous = dtype, device, stream, family, contiguous
         self.readonly = readonly  # a producer's read-only flag (__cuda_array_interface__): never a C
+        self.named = named  # `stream` is one a producer named (api/streams.py orders the call with it)
 
     @property
     def dense(self) -> bool:
@@ -121,7 +122,7 @@ def _read_cai(x, what: str, caller: str) -> Operand:
     stream = f.stream if f.stream is not None else _cupy.cuda.get_current_stream().ptr
     device = _cupy.cuda.runtime.pointerGetAttributes(f.ptr).device if f.ptr else _cupy.cuda.Device().id
     return Operand(x, f.ptr, f.shape, f.dtype, device, stream, "cai", interface.c_order(f.shape, f.strides),
-                   f.readonly)
+                   f.readonly, f.stream is not None)
 
 
 def _read_dlpack(x, what: str, caller: str) -> Operand:
@@ -232,8 +233,9 @@ def _bits(t):
     return t.detach().view(torch.uint16 if hasattr(torch, "uint16") else torch.int16)
 
 
-def densify(op: Operand) -> Operand:
-    """A contiguous, aligned copy of a strided or misaligned operand, made on its stream."""
+def densify(op: Operand, stream: int | None = None) -> Operand:
+    """A contiguous, aligned copy of a strided or misaligned operand, made on `stream` (the call's;
+    default the operand's own; a torch operand's on torch's current stream, which is the call's)."""
     if op.family == "torch":
         t = op.obj.contiguous()
         if t.data_ptr() % ALIGN or t.data_ptr() == op.ptr:
@@ -241,10 +243,11 @@ def densify(op: Operand) -> Operand:
         return Operand(t, t.data_ptr(), t.shape, op.dtype, op.device, op.stream, "torch", True)
     from ..cuda.device import cupy_stream
 
-    with cupy_stream(op.stream):
+    on = op.stream if stream is None else stream
+    with cupy_stream(on):
         a = _cupy.array(cupy_view(op), order="C", copy=True)
     out = _read_cupy(a, "", "")
-    out.stream, out.family = op.stream, op.family
+    out.stream, out.family = on, op.family
     return out
 
 
@@ -265,9 +268,10 @@ def _torch_dtype(name: str):
     return _TORCH_DTYPES[name]
 
 
-def new_output(like: Operand, shape: tuple, zeros: bool = False, dtype: str = "fp32") -> Operand:
+def new_output(like: Operand, shape: tuple, zeros: bool = False, dtype: str = "fp32",
+               stream: int | None = None) -> Operand:
     """A new array (fp32 unless `dtype` says fp16 or bf16) of `like`'s family (torch for torch,
-    else CuPy) on its stream. CuPy has no bfloat16: a bf16 output is a torch one only."""
+    else CuPy) on `stream` (default like's). CuPy has no bfloat16: a bf16 output is a torch one only."""
     if like.family == "torch":
         t_dtype = _torch_dtype(dtype)
         t = like.obj.new_zeros(shape, dtype=t_dtype) if zeros else like.obj.new_empty(shape, dtype=t_dtype)
@@ -276,24 +280,25 @@ def new_output(like: Operand, shape: tuple, zeros: bool = False, dtype: str = "f
         raise BadArgumentError("CuPy has no bfloat16 array: a bf16 C needs torch tensors")
     make = _cupy.zeros if zeros else _cupy.empty
     c_dtype = _cupy.float32 if dtype == "fp32" else _cupy.float16
-    if like.family == "cupy":  # like.stream is CuPy's current stream already
+    on = like.stream if stream is None else stream
+    if like.family == "cupy" and stream is None:  # like.stream is CuPy's current stream already
         a = make(shape, dtype=c_dtype)
     else:
         from ..cuda.device import cupy_stream
 
-        with cupy_stream(like.stream):
+        with cupy_stream(on):
             a = make(shape, dtype=c_dtype)
-    return Operand(a, a.data.ptr, shape, dtype, like.device, like.stream, like.family, True)
+    return Operand(a, a.data.ptr, shape, dtype, like.device, on, like.family, True)
 
 
-def copy_into(dst: Operand, src: Operand) -> None:
-    """dst[...] = src on dst's stream (a strided C written back from its dense working copy)."""
+def copy_into(dst: Operand, src: Operand, stream: int | None = None) -> None:
+    """dst[...] = src on `stream` (default dst's): a strided C written back from its dense working copy."""
     if dst.family == "torch" and src.family == "torch":
         dst.obj.copy_(src.obj)
         return
     from ..cuda.device import cupy_stream
 
-    with cupy_stream(dst.stream):
+    with cupy_stream(dst.stream if stream is None else stream):
         view = cupy_view(dst)
         view[...] = cupy_view(src)
 

@@ -35,8 +35,8 @@ def _dense(op: Operand, what: str) -> Operand:
 def _named_streams(*ops: Operand) -> tuple[int, ...]:
     """The streams __cuda_array_interface__ producers named for a plan's operands (torch and CuPy
     operands follow their framework's current stream, read at each execute): each execute waits
-    for them, and C's producer's waits for it."""
-    return tuple({op.stream for op in ops if op.family == "cai"})
+    for them, and their producers' next work waits for it."""
+    return tuple({op.stream for op in ops if op.named})
 
 
 class _Plan:
@@ -135,8 +135,8 @@ class Matmul(_Plan):
             ex.run(self._a.ptr, self._b.ptr, self._c.ptr, self.alpha, self.beta, launch)
         else:
             ex.run_operands(self._a, self._b, self._c, self.alpha, self.beta, launch)
-        if self._producers and self._c.family == "cai":
-            streams.release(launch, self._c.stream)
+        if self._producers:
+            streams.release(launch, self._producers)
         return self._c.obj
 
     def _apart(self, a: Operand, b: Operand, c: Operand, own: bool = False) -> None:
@@ -187,7 +187,7 @@ class Sum(_Plan):
         launch = self._stream(stream)  # checked before a new x is kept
         if x is not None:
             self._x = self._rebind(x, "x", self._x, ("fp32",))
-        if self._x.family == "cai":  # a producer's own stream (a Sum's result is its own)
+        if self._x.named:  # a producer's own stream (a Sum's result is its own)
             streams.join(launch, (self._x.stream,))
         ex = self._executor
         if ex.fast:

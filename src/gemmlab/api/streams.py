@@ -3,12 +3,15 @@ the streams its operands' producers named.
 
 A __cuda_array_interface__ producer may name its own stream, and the protocol asks a consumer to
 order its work after that stream's. A call runs on A's stream; where B or C names another, that
-stream's pending work (B being written, C's old values) must finish first, and C's producer must
-see the new C after it: an event recorded on one stream and waited on by the other, made only
-where the streams differ (torch and CuPy operands all carry their framework's current stream).
+stream's pending work (B being written, C's old values) must finish first, and afterwards that
+stream waits for the call (C's producer must see the new C, B's must not overwrite B while it is
+read): an event recorded on one stream and waited on by the other, made only for streams a
+producer named and only where they differ from the launch stream. Under a capture of the launch
+stream nothing is ordered (_capturing).
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterable
 
 from ..errors import BadArgumentError
@@ -18,23 +21,25 @@ from .interface import ADDRESS_LIMIT
 def handle(stream: Any) -> int:
     """A raw stream handle from an int, a torch or CuPy stream, or a __cuda_stream__ object; one
     line for anything else (a bool, a negative or too large number, a handle that is not one)."""
-    if type(stream) is not bool and isinstance(stream, int):
-        value = stream
-    else:
-        value = _handle_of(stream)
-    if type(value) is bool or not isinstance(value, int) or not 0 <= value < ADDRESS_LIMIT:
+    if type(stream) is int and 0 <= stream < ADDRESS_LIMIT:  # the common case first (plans' execute)
+        return stream
+    value = None if isinstance(stream, (bool, int)) else _handle_of(stream)
+    if value is None or not 0 <= value < ADDRESS_LIMIT:
         raise BadArgumentError(f"stream must be a stream handle (an integer from 0 to 2^64 - 1) or a torch/CuPy/CUDA "
                                f"stream, not {stream!r}")
     return value
 
 
-def _handle_of(stream: Any):
+def _handle_of(stream: Any) -> int:
+    if hasattr(type(stream), "__index__"):  # a NumPy integer
+        return operator.index(stream)
     try:
         if hasattr(stream, "__cuda_stream__"):
             return int(stream.__cuda_stream__()[1])
         for attr in ("cuda_stream", "ptr", "handle"):
             if hasattr(stream, attr):
-                return int(getattr(stream, attr))
+                value = getattr(stream, attr)
+                return int(getattr(value, "value", value) or 0)  # Numba's handle: a c_void_p, None for the null stream
     except (TypeError, ValueError, IndexError, OverflowError) as exc:
         raise BadArgumentError(f"stream {stream!r} gives no stream handle ({exc})") from None
     raise BadArgumentError(f"stream must be a stream handle or a torch/CuPy/CUDA stream, got {type(stream).__name__}")
@@ -52,14 +57,30 @@ def _order(first: int, then: int) -> None:
         runtime.eventDestroy(event)  # released once it completes; the wait already enqueued holds
 
 
+def _capturing(launch: int) -> bool:
+    """Whether the launch stream is being captured (or cannot say: the legacy stream while another
+    captures in global mode). An event recorded outside a capture and waited on inside it, or a
+    producer's stream made to wait on one recorded inside (a fork the capture never joins),
+    would break the user's graph; under capture the ordering with other streams is the capturer's."""
+    from cupy_backends.cuda.api import runtime
+
+    from ..cuda.launch_graph import captured
+
+    return captured(runtime.streamIsCapturing, launch)
+
+
 def join(launch: int, streams: Iterable[int]) -> None:
-    """Before a launch on `launch`: wait for every other stream in `streams`."""
-    for s in set(streams):
-        if s != launch:
+    """Before a launch on `launch`: wait for every other stream in `streams` (the ones producers named)."""
+    others = set(streams) - {launch}
+    if others and not _capturing(launch):
+        for s in others:
             _order(s, launch)
 
 
-def release(launch: int, stream: int) -> None:
-    """After the launch: work on `stream` (C's producer's) waits for it."""
-    if stream != launch:
-        _order(launch, stream)
+def release(launch: int, streams: Iterable[int]) -> None:
+    """After the launch: work on each other stream in `streams` waits for it (a producer writing
+    B or reading C next)."""
+    others = set(streams) - {launch}
+    if others and not _capturing(launch):
+        for s in others:
+            _order(launch, s)
