@@ -281,7 +281,7 @@ def new_output(like: Operand, shape: tuple, zeros: bool = False, dtype: str = "f
     make = _cupy.zeros if zeros else _cupy.empty
     c_dtype = _cupy.float32 if dtype == "fp32" else _cupy.float16
     on = like.stream if stream is None else stream
-    if like.family == "cupy" and stream is None:  # like.stream is CuPy's current stream already
+    if like.family == "cupy" and on == like.stream:  # like.stream is CuPy's current stream already
         a = make(shape, dtype=c_dtype)
     else:
         from ..cuda.device import cupy_stream
