@@ -80,6 +80,7 @@ def test_interface_fields_read_as_the_protocol_says():
     assert interface.parse(dict(shape=(0, 3), typestr="<f2", data=(None, False)), "A").ptr == 0  # empty: no pointer
     assert interface.parse(dict(shape=(1, 3), typestr="<f4", data=(64, False), strides=(7, 4)), "A").strides[1] == 1
     assert interface.parse(dict(shape=(2,), typestr="<i4", data=(64, False)), "A").dtype == "int32"
+    assert interface.parse(dict(shape=(2,), typestr="<f4", data=[64, False]), "A").ptr == 64  # a list, as the old reader took
 
 
 @pytest.mark.parametrize("shape, strides, shares", [

@@ -75,7 +75,7 @@ def parse(cai, what: str) -> Fields:
         raise BadArgumentError(f"{what}: __cuda_array_interface__ shape {shape} has a negative dimension")
     dtype, item = _type(cai["typestr"], what)
     data = cai["data"]
-    if not isinstance(data, tuple) or len(data) != 2:
+    if not isinstance(data, (tuple, list)) or len(data) != 2:  # the protocol says a 2-tuple; a list is read alike
         raise BadArgumentError(f"{what}: __cuda_array_interface__ data must be (pointer, read-only), not {data!r}")
     ptr = 0 if data[0] is None else _integers(data[:1], what, "data pointer")[0]
     size = 1
