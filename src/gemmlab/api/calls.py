@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from . import streams
-from .checks import MAX_DIM, check_choice, gemm_operands, layout_of, out_name, output_operand, overlap, reals
+from .checks import MAX_DIM, c_shape, check_choice, gemm_operands, layout_of, out_name, output_operand, overlap, reals
 from .core import _state, _thread, executor, forgotten, keep, setup
 from .frameworks import cupy_refs, new_torch_output, setup_cupy, setup_torch, torch_outputs, torch_refs
 from .operands import copy_into, densify, new_output, result, scale
@@ -261,7 +261,7 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
     a, b, dims, dtype = gemm_operands(op_name, caller, A, B)
     alpha, beta = reals(alpha, beta, caller)
     M, N, K = dims[0], dims[1], dims[2]
-    shape = (dims[3], M, N) if op_name == "bgemm" else (M, N)
+    shape = c_shape(op_name, dims)
     out = output_operand(C, a, shape, beta, caller, op_name, dtype, out_type)
     if M == 0 or N == 0 or (op_name == "bgemm" and dims[3] == 0):
         return C if C is not None else result(out)

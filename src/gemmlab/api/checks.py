@@ -140,12 +140,22 @@ def output_operand(C, a: Operand, shape: tuple, beta: float, caller: str, op_nam
         return new_output(a, shape, dtype=c_dtype)
     c = read(C, "C", caller)
     check(c, "C", c_dtypes(op_name, dtype), len(shape), caller, _state["device"])
-    if out is not None and c.dtype != out:
-        raise BadArgumentError(f"C is {DTYPE_NAMES[c.dtype]} but out_dtype is {DTYPE_NAMES[out]}")
-    if c.shape != shape:
-        raise BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(shape)}")
+    check_given_c(c, shape, out)
     writable(c, "C", caller)
     return c
+
+
+def c_shape(op_name: str, dims: tuple) -> tuple:
+    """C's shape for dims (M, N, K[, batch]): M x N, or batch x M x N for bgemm."""
+    return (dims[3], dims[0], dims[1]) if op_name == "bgemm" else (dims[0], dims[1])
+
+
+def check_given_c(c: Operand, shape: tuple, out: str | None) -> None:
+    """A given C of another type than out_dtype names, or of another shape than the problem's: one line."""
+    if out is not None and c.dtype != out:
+        raise BadArgumentError(f"C is {DTYPE_NAMES.get(c.dtype, c.dtype)} but out_dtype is {DTYPE_NAMES[out]}")
+    if c.shape != shape:
+        raise BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(shape)}")
 
 
 def writable(c: Operand, what: str, caller: str) -> None:

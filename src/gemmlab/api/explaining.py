@@ -11,7 +11,6 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from . import checks, core, dispatch, tuning
-from .operands import shape_text
 
 # op -> (the shape explain takes, its length, the dtypes); GEMM dimensions are 32-bit (checks.MAX_DIM)
 EXPLAIN_SHAPES = {"sgemm": ("(M, N, K)", 3, ("fp32",)), "hgemm": ("(M, N, K)", 3, ("bf16", "fp16", "tf32")),
@@ -95,13 +94,8 @@ def _c_type(op: str, dtype: str, dims: tuple, C, out_dtype) -> str:
     named = checks.out_name(out_dtype)
     if C is not None:
         c = checks.read(C, "C", "gemmlab.explain")
-        expected = (dims[3], dims[0], dims[1]) if op == "bgemm" else (dims[0], dims[1])
-        if c.shape != expected:
-            raise core.BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(expected)}")
-        if named is None:
-            named = c.dtype
-        elif named != c.dtype:
-            raise core.BadArgumentError(f"C is {c.dtype} but out_dtype is {named}")
+        checks.check_given_c(c, checks.c_shape(op, dims), named)
+        named = c.dtype
     return checks.c_type(op, dtype, named, f"gemmlab.{op}")
 
 

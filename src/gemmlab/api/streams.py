@@ -62,11 +62,9 @@ def _capturing(launch: int) -> bool:
     captures in global mode). An event recorded outside a capture and waited on inside it, or a
     producer's stream made to wait on one recorded inside (a fork the capture never joins),
     would break the user's graph; under capture the ordering with other streams is the capturer's."""
-    from cupy_backends.cuda.api import runtime
+    from ..cuda.launch_graph import is_captured
 
-    from ..cuda.launch_graph import captured
-
-    return captured(runtime.streamIsCapturing, launch)
+    return is_captured(launch)
 
 
 def join(launch: int, streams: Iterable[int]) -> None:

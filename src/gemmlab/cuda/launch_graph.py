@@ -72,12 +72,17 @@ def captured(is_capturing, stream: int) -> bool:
         return True
 
 
+def is_captured(stream: int) -> bool:
+    """captured() through CuPy's streamIsCapturing: for the paths that ask once per call, not per launch."""
+    from cupy_backends.cuda.api import runtime
+
+    return captured(runtime.streamIsCapturing, stream)
+
+
 def pin_if_captured(obj, stream: int) -> None:
     """pin_captured(obj) when `stream` is being captured: for the runner paths, whose buffers a
     capture records as the prepared launches' are."""
-    from cupy_backends.cuda.api import runtime
-
-    if captured(runtime.streamIsCapturing, stream):
+    if is_captured(stream):
         pin_captured(obj)
 
 
