@@ -64,8 +64,10 @@ def test_entry_point_against_torch():
     assert float((out.double() - want).norm() / want.norm()) < 1e-5
     with pytest.raises(ValueError, match="3-D"):
         gemmlab.bgemm(a[0], b[0])
-    with pytest.raises(ValueError, match="inner dimensions"):
+    with pytest.raises(ValueError, match="batch sizes differ"):
         gemmlab.bgemm(a, b[:6])
+    with pytest.raises(ValueError, match="inner dimensions"):
+        gemmlab.bgemm(a, b[:, :32])
 
 
 def test_bench_end_to_end(tmp_path, capsys):
