@@ -139,16 +139,19 @@ class ResultStore:
                  named_by: str = "--db"):
         """`integrity`: also check the whole file for damage before writing to it (PRAGMA quick_check:
         0.14 s for 112 MB). `write`: refuse a file this process cannot write (read-only, immutable)
-        here, not at the first row after the work. `named_by`: what the refusals say to change."""
+        here, not at the first row after the work; False opens an existing gemmlab file read-only
+        (SQLite then changes nothing in it: no schema, no WAL switch). `named_by`: what to change."""
         self.path = Path(path)
         if self.path.is_dir():  # also '' (the current directory)
             raise BadArgumentError(f"{named_by} {str(path)!r} is a directory: name a results database file")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if write:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every
             # statement outside an explicit BEGIN is committed when it returns.
             # check_same_thread=False + a lock: a tuner may record from worker threads.
-            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+            self._db = sqlite3.connect(self.path if write else f"{self.path.resolve().as_uri()}?mode=ro",
+                                       uri=not write, timeout=BUSY_TIMEOUT_MS / 1000,
                                        isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:  # a parent that is a file, no permission, ...
             raise BadArgumentError(f"cannot open {self.path} as a results database "
@@ -159,11 +162,13 @@ class ResultStore:
             why = self._retry(lambda: refusal(self._db, self.path, integrity, named_by))  # read only: before the WAL switch
             if why:
                 raise BadArgumentError(why)
-            self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
             self._db.execute("PRAGMA foreign_keys = ON")
-            self._retry(self._migrate)
-            if write:  # a write that changes nothing: SQLite refuses it on a file it cannot write
+            if write:  # the last, a write that changes nothing: SQLite refuses it on a file it cannot write
+                self._retry(lambda: self._db.execute("PRAGMA journal_mode = WAL"))
+                self._retry(self._migrate)
                 self._retry(lambda: self._db.execute("DELETE FROM runs WHERE 0"))
+            elif self.schema_version == 0:  # an empty file (one with tables at version 0 is refused above)
+                raise BadArgumentError(f"{self.path} holds no gemmlab results (an empty database); name another one with {named_by}")
         except sqlite3.DatabaseError as exc:  # not SQLite at all, or damaged: refuse it, change nothing
             self._db.close()
             reason = "read-only" if "readonly" in str(exc) else str(exc)
@@ -239,10 +244,9 @@ class ResultStore:
             elif name in BOOL_COLUMNS and value is not None:
                 value = int(bool(value))
             row[name] = value
-        names = ", ".join(row)
-        marks = ", ".join("?" * len(row))
         with self._lock:
-            cur = self._db.execute(f"INSERT INTO results ({names}) VALUES ({marks})", tuple(row.values()))
+            cur = self._db.execute(f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                                   tuple(row.values()))
         return cur.lastrowid
 
     # -- reading ----------------------------------------------------------------------
@@ -257,13 +261,8 @@ class ResultStore:
         sql = "SELECT * FROM results" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
-        out = []
-        for r in rows:
-            d = dict(r)
-            for name in JSON_COLUMNS:
-                d[name] = json.loads(d[name]) if d[name] is not None else None
-            out.append(d)
-        return out
+        return [{**dict(r), **{name: json.loads(r[name]) if r[name] is not None else None for name in JSON_COLUMNS}}
+                for r in rows]
 
     def query(self, sql: str, args: Iterable[Any] = ()) -> list[dict]:
         """Rows of a read-only SQL query as dicts (JSON columns left as text)."""

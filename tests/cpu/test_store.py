@@ -1,6 +1,7 @@
 """The results database: round trips, exports, durability, concurrent writers, file naming."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import multiprocessing as mp
@@ -390,3 +391,54 @@ def test_a_read_only_database_is_refused_when_opened_for_writing_and_read_otherw
     finally:
         undo()
     assert _sha(path) == before
+
+
+def _rollback_journal_db(path):
+    """A gemmlab file with one run, switched back to a rollback journal (as a copy made by
+    sqlite3's .backup or an older gemmlab leaves it), so that a WAL switch would show in its bytes."""
+    with ResultStore(path) as store:
+        store.start_run("tune")
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    return path
+
+
+@pytest.mark.parametrize("name", ["tuned.db", "a b#1?.db"])
+def test_a_reader_changes_nothing_in_the_file_it_reads(tmp_path, name):
+    """write=False (the API's tuning reader) opens the file read-only: the old reader switched it
+    to WAL, a change to the user's file that only reading it made."""
+    path = _rollback_journal_db(tmp_path / name)
+    before = _sha(path)
+    with ResultStore(path, integrity=False, write=False) as store:
+        assert [r["kind"] for r in store.runs()] == ["tune"]
+    assert _sha(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no -wal or -shm left behind
+
+
+def test_a_reader_refuses_an_empty_file_and_leaves_it_empty(tmp_path):
+    """The old reader wrote gemmlab's schema into an empty file named by GEMMLAB_DB."""
+    path = tmp_path / "empty.db"
+    path.touch()
+    with pytest.raises(BadArgumentError, match=r"empty.db holds no gemmlab results \(an empty database\)"):
+        ResultStore(path, write=False, named_by="GEMMLAB_DB")
+    assert path.stat().st_size == 0
+
+
+def test_a_reader_refuses_a_missing_file_and_makes_none(tmp_path):
+    path = tmp_path / "no" / "such.db"
+    with pytest.raises(BadArgumentError, match=r"cannot open .*such.db as a results database"):
+        ResultStore(path, write=False)
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_reader_sees_what_a_writer_commits_while_both_are_open(tmp_path):
+    """A tune run writing (WAL) while a program reads its tuned parameters."""
+    path = tmp_path / "live.db"
+    with ResultStore(path) as writer:
+        writer.start_run("tune")
+        with ResultStore(path, integrity=False, write=False) as reader:
+            assert len(reader.runs()) == 1
+            writer.start_run("tune")
+            assert len(reader.runs()) == 2
+            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+                reader.start_run("bench")
