@@ -128,6 +128,7 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
     arch = arch or _state["arch"]
     if impl is not None:
         choice = dispatch.named(impl, params)
+        named_refusal(op_name, impl, problem, arch)
     else:
         choice = dispatch.choose(op_name, problem_dtype(op_name, problem), dims, gpu, arch,
                                  lambda name: refusal(op_name, name, problem, arch) or slow_path(op_name, name, problem),
@@ -151,6 +152,18 @@ def choose(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping
             chosen = tuned
             choice = replace(choice, params=tuned, reason=choice.reason + TUNED_NOTE)
     return choice, spec, chosen
+
+
+def named_refusal(op_name: str, impl: str, problem, arch: str) -> None:
+    """Refuse a kernel the caller named for a problem it cannot run (its input types, shape rule,
+    architecture) when the call is decided, as the executor would later: explain answers the same.
+    A library baseline's availability is left to its call (explain answers for it on a CPU)."""
+    spec = lookup(op_name, impl)
+    if spec.kind == "kernel":  # the rule without the layout, as gemm_executor asks it
+        plain = replace(problem, layout="nn") if getattr(problem, "layout", "nn") != "nn" else problem
+        why = refusal(op_name, spec.name, plain, arch)
+        if why:
+            raise BadArgumentError(why)
 
 
 def decide(op_name: str, problem, dims: tuple, impl: str | None, params: Mapping[str, int] | None,

@@ -295,11 +295,8 @@ def gemm_executor(op, op_name: str, impl, problem, shared_runner, fresh_runner,
     runner path gets a runner of its own (`fresh_runner()`), since runners keep workspaces. A
     transposed `layout` (A, B given as transposed views) is read in place by cuBLAS, and by the
     TMA rungs tagged for it (a transposed A: layout_tn, B: layout_nt) where TMA can describe it;
-    LayoutNotSupported (with the reason) otherwise."""
-    if impl.kind == "kernel":  # what the kernel refuses whatever the layout (e.g. a 16-bit C) first
-        reason = op.refusal(impl, replace(problem, layout="nn") if any(layout) else problem)
-        if reason:
-            raise BadArgumentError(reason)
+    LayoutNotSupported (with the reason) otherwise. What the kernel refuses whatever the layout
+    (e.g. a 16-bit C) was refused when the call was decided (core.named_refusal, the dispatch)."""
     if any(layout) and impl.name != "cublas":
         why = in_place_refusal(impl, problem, layout) if impl.kind == "kernel" else ""
         if impl.kind != "kernel" or why:
