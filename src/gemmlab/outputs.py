@@ -4,13 +4,14 @@ Each is refused in one line (BadArgumentError: exit 2) where it names a director
 plain file or in a folder this user cannot write, or would overwrite a results database (the
 command's own, or any SQLite file); a missing parent folder is made, as the database's is.
 Writability is tried, not asked: os.access says yes to root on /proc or /sys, where the write
-then failed after the run."""
+then failed after the run. Also the name of a batch's raw text file (batch_file_path)."""
 from __future__ import annotations
 
 import contextlib
 import os
 import sqlite3
 import tempfile
+import time
 from pathlib import Path
 
 from .errors import BadArgumentError
@@ -160,3 +161,22 @@ def _folder(folder: Path, option: str, named: Path) -> None:
     why = _refuses_files(folder)
     if why:
         raise BadArgumentError(f"{option} {str(named)!r}: folder {str(folder)!r} is not writable ({why})")
+
+
+def batch_file_path(folder: str | os.PathLike, prefix: str = "bench_fp32") -> Path:
+    """folder/prefix_YYYYmmdd_HHMMSS.txt (seed 002's naming), never an existing file.
+
+    The file is created empty here (exclusive create), so two batches started in the
+    same second, even from two processes, get two different names (_1, _2, ...).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{prefix}_{time.strftime('%Y%m%d_%H%M%S')}"
+    for n in range(10_000):
+        path = folder / (f"{stem}.txt" if n == 0 else f"{stem}_{n}.txt")
+        try:
+            with open(path, "x"):
+                return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free name for {stem} in {folder}")

@@ -147,11 +147,14 @@ class ResultStore:
         try:
             if write:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every
-            # statement outside an explicit BEGIN is committed when it returns.
-            # check_same_thread=False + a lock: a tuner may record from worker threads.
-            self._db = sqlite3.connect(self.path if write else f"{self.path.resolve().as_uri()}?mode=ro",
-                                       uri=not write, timeout=BUSY_TIMEOUT_MS / 1000,
+            # A reader in a folder it cannot write, with no -shm file there (a WAL writer at work keeps
+            # one), reads the file as immutable: SQLite could make no -shm of its own, and refused.
+            fixed = not write and not os.access(self.path.parent, os.W_OK) and not Path(f"{self.path}-shm").exists()
+            # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every statement
+            # outside a BEGIN is committed when it returns. check_same_thread=False + a lock: a tuner
+            # may record from worker threads.
+            self._db = sqlite3.connect(self.path if write else f"{self.path.resolve().as_uri()}?mode=ro"
+                                       + "&immutable=1" * fixed, uri=not write, timeout=BUSY_TIMEOUT_MS / 1000,
                                        isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:  # a parent that is a file, no permission, ...
             raise BadArgumentError(f"cannot open {self.path} as a results database "
@@ -309,21 +312,3 @@ class ResultStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def batch_file_path(folder: str | os.PathLike, prefix: str = "bench_fp32") -> Path:
-    """folder/prefix_YYYYmmdd_HHMMSS.txt (seed 002's naming), never an existing file.
-
-    The file is created empty here (exclusive create), so two batches started in the
-    same second, even from two processes, get two different names (_1, _2, ...).
-    """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{prefix}_{time.strftime('%Y%m%d_%H%M%S')}"
-    for n in range(10_000):
-        path = folder / (f"{stem}.txt" if n == 0 else f"{stem}_{n}.txt")
-        try:
-            with open(path, "x"):
-                return path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free name for {stem} in {folder}")

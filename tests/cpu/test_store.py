@@ -14,7 +14,8 @@ import pytest
 from gemmlab.errors import BadArgumentError
 
 from gemmlab import store as store_mod
-from gemmlab.store import RESULT_COLUMNS, SCHEMA_VERSION, ResultStore, batch_file_path
+from gemmlab.outputs import batch_file_path
+from gemmlab.store import RESULT_COLUMNS, SCHEMA_VERSION, ResultStore
 
 ENV = {"git": "abc123+dirty", "gpu": {"name": "NVIDIA H100 80GB HBM3", "sm_count": 132},
        "packages": {"torch": None, "numpy": "2.0"}}
@@ -308,7 +309,7 @@ def test_batch_file_path_naming(tmp_path):
 
 
 def test_batch_file_path_never_overwrites(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_mod.time, "strftime", lambda fmt: "20260225_214132")
+    monkeypatch.setattr("gemmlab.outputs.time.strftime", lambda fmt: "20260225_214132")
     existing = tmp_path / "bench_fp32_20260225_214132.txt"
     existing.write_text("old results")
     a = batch_file_path(tmp_path)
@@ -369,8 +370,8 @@ def _read_only(path):
         return lambda: subprocess.run(["chattr", "-i", str(path)], check=True)
     if os.geteuid() == 0:
         return None
-    path.chmod(0o444)
-    return lambda: path.chmod(0o644)
+    path.chmod(0o555 if path.is_dir() else 0o444)  # a folder keeps its x bits: its files stay readable
+    return lambda: path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def test_a_read_only_database_is_refused_when_opened_for_writing_and_read_otherwise(tmp_path):
@@ -442,3 +443,22 @@ def test_a_reader_sees_what_a_writer_commits_while_both_are_open(tmp_path):
             assert len(reader.runs()) == 2
             with pytest.raises(sqlite3.OperationalError, match="readonly"):
                 reader.start_run("bench")
+
+
+def test_a_reader_reads_a_file_in_a_folder_it_cannot_write(tmp_path):
+    """A tuning database shipped in a read-only folder (a read-only mount, an image's folder): a
+    WAL file there needs a -shm file SQLite cannot make, and the read-only open refused it
+    (SQLITE_READONLY_DIRECTORY); with no writer possible there it is read as immutable."""
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    with ResultStore(folder / "tuned.db") as store:
+        store.start_run("tune")
+    undo = _read_only(folder)
+    if undo is None:
+        pytest.skip("neither chattr nor the folder's mode stops root writing here")
+    try:
+        with ResultStore(folder / "tuned.db", integrity=False, write=False) as store:
+            assert [r["kind"] for r in store.runs()] == ["tune"]
+    finally:
+        undo()
+    assert sorted(p.name for p in folder.iterdir()) == ["tuned.db"]

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from .. import ops
 from ..errors import BadArgumentError, GemmlabError
-from ..outputs import database_ready, distinct, output_file
-from ..store import DEFAULT_DB, ResultStore, batch_file_path
+from ..outputs import batch_file_path, database_ready, distinct, output_file
+from ..store import DEFAULT_DB, ResultStore
 from . import dispatched
 from .bench import BenchOptions, raise_on_failure, run_bench, verify_sweep
 from .tables import bench_tables, clock_warnings, failures_table, to_markdown
