@@ -4,6 +4,7 @@ checked (dtype, rank, shape, device), the GEMM op an array implies, and C's type
 BadArgumentError line."""
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 
@@ -26,9 +27,13 @@ def real(value, name: str, caller: str) -> float:
         if not isinstance(value, (str, bytes)) and not (isinstance(value, numbers.Complex)
                                                         and not isinstance(value, numbers.Real)):
             try:
-                return float(value)
+                number = float(value)
             except (TypeError, ValueError, RuntimeError):  # RuntimeError: torch's many-element tensor
                 pass
+            else:  # a finite value past a double (a long double, a Decimal) reads as inf without a word
+                if math.isinf(number) and not bool(value == number):
+                    raise OverflowError
+                return number
     except OverflowError:  # an int past a double's range: float() would raise this, not a ValueError
         raise BadArgumentError(f"{caller}: {name} is past the range of a float (a double)") from None
     raise BadArgumentError(f"{caller}: {name} must be a real number, not {type(value).__name__}")

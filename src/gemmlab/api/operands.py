@@ -68,15 +68,16 @@ def torch_stream_reader() -> Callable[[int], int]:
 
 
 def current_stream_reader(op: Operand) -> Callable[[], int]:
-    """A function returning the operand framework's current stream, read each time it is called
-    (plans read it at every execute, so a CUDA graph capture sees its capture stream)."""
+    """A function returning the stream a call on `op` runs on, read each time it is called (plans
+    read it at every execute, so a CUDA graph capture sees its capture stream): the operand
+    framework's current stream, or the stream a __cuda_array_interface__ producer named."""
     if op.family == "torch":
         read_stream, dev = torch_stream_reader(), op.device
         return lambda: read_stream(dev)
-    if op.family == "cupy":
-        return lambda: _cupy.cuda.get_current_stream().ptr
-    fixed = op.stream
-    return lambda: fixed
+    if op.named:
+        fixed = op.stream
+        return lambda: fixed
+    return lambda: _cupy.cuda.get_current_stream().ptr  # CuPy's, and an unnamed dict's (as read_cai takes it)
 
 
 def _read_torch(x, what: str, caller: str) -> Operand:
@@ -211,7 +212,7 @@ def element_strides(op: Operand) -> tuple[int, ...]:
 
 
 def shape_text(shape) -> str:
-    return "x".join(map(str, shape))
+    return "x".join(map(str, shape)) or "0-d"
 
 
 # -- copies and outputs (on the operand's stream) ------------------------------------------------

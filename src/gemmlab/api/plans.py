@@ -12,7 +12,8 @@ on the hot path), or for sgemm/hgemm A and B may be transposed views of such arr
 torch's or CuPy's W.T), which the plan reads in place through cuBLAS's transpose flags or, for
 B, a TMA rung that takes layout nt; a named kernel that cannot is refused with the reason. Without C a plan owns its output and returns the same array from every
 execute. execute() runs on the stream the operands' framework has current at that moment
-(torch.cuda.current_stream(), CuPy's current stream), or on `stream=`; that is what lets
+(torch.cuda.current_stream(), CuPy's current stream), or the one A's __cuda_array_interface__
+producer names (as the calls do, A's last given), or on `stream=`; that is what lets
 torch.cuda.graph and CuPy's stream capture record it. A plan is one piece of state: execute it
 from one thread at a time, and on one stream at a time (its workspaces are its own).
 """
@@ -22,7 +23,7 @@ from typing import Any, Mapping
 
 from ..errors import BadArgumentError
 from . import checks, core, dispatch, streams, tuning
-from .operands import Operand, check, current_stream_reader, new_output, read, shape_text, transposed
+from .operands import ALIGN, Operand, check, current_stream_reader, new_output, read, shape_text, transposed
 
 
 def _dense(op: Operand, what: str) -> Operand:
@@ -42,9 +43,11 @@ def _named_streams(*ops: Operand) -> tuple[int, ...]:
 class _Plan:
     caller = "gemmlab plan"
 
-    def _stream(self, stream) -> int:
+    def _stream(self, stream) -> int | None:
+        """stream= as a raw handle, None where not given (then the operands' stream, read after
+        any new operands are bound: the calls run on A's, and so does a plan)."""
         core.setup()
-        return self._current() if stream is None else streams.handle(stream)
+        return None if stream is None else streams.handle(stream)
 
     def _rebind(self, x, what: str, old: Operand, dtypes: tuple[str, ...], as_transposed: bool = False) -> Operand:
         new = read(x, what, self.caller)
@@ -56,7 +59,9 @@ class _Plan:
             checks.writable(new, what, self.caller)
         if as_transposed:
             if not transposed(new):
-                raise BadArgumentError(f"{what}: this plan was made for a transposed view (W.T); pass one again")
+                why = "is not 16-byte aligned" if new.ptr % ALIGN else "is not one"
+                raise BadArgumentError(f"{what}: this plan was made for a transposed view (W.T) of a contiguous, "
+                                       f"16-byte aligned matrix, and this {what} {why}")
             return new
         return _dense(new, what)
 
@@ -72,7 +77,7 @@ class _Plan:
     def explain(self) -> str:
         ex = self._executor
         return dispatch.describe(ex.choice, self.caller, self._text, core._state["gpu"], core._state["arch"],
-                                 tuning.describe(), getattr(ex, "library_call", None))
+                                 self._tuning, getattr(ex, "library_call", None))
 
 
 class Matmul(_Plan):
@@ -104,6 +109,7 @@ class Matmul(_Plan):
         self._producers = _named_streams(self._a, self._b, self._c)
         self._dtypes = checks.GEMM_DTYPES[op]
         self._current = current_stream_reader(a)
+        self._tuning = tuning.describe()  # what the choice was made with: a later use_tuning leaves a plan as it is
         self._executor = core.new_executor(op, dtype, dims, impl, params, layout, c.dtype)
         if not self._executor.fast and any(layout):
             raise BadArgumentError(f"{self._executor.why}; a plan never copies: pass contiguous operands instead")
@@ -125,8 +131,12 @@ class Matmul(_Plan):
             self._a, self._b, self._c = a, b, c
             self._c_given = self._c_given or C is not None
             self._producers = _named_streams(a, b, c)
+            if A is not None:  # the new A's stream (the stream its producer names, its framework's)
+                self._current = current_stream_reader(a)
         if scalars is not None:
             self.alpha, self.beta = scalars
+        if launch is None:
+            launch = self._current()
         if self._producers:
             streams.join(launch, self._producers)
         ex = self._executor
@@ -179,6 +189,7 @@ class Sum(_Plan):
         self._x = _dense(op, "x")
         self._out = new_output(op, ())
         self._current = current_stream_reader(op)
+        self._tuning = tuning.describe()
         self._executor = core.new_executor("reduce", "fp32", (n,), impl, params)
         self._text = f"n={n} fp32"
 
@@ -186,13 +197,19 @@ class Sum(_Plan):
         launch = self._stream(stream)  # checked before a new x is kept
         if x is not None:
             self._x = self._rebind(x, "x", self._x, ("fp32",))
-        if self._x.named:  # a producer's own stream (a Sum's result is its own)
+            self._current = current_stream_reader(self._x)
+        if launch is None:
+            launch = self._current()
+        named = self._x.named  # a producer's own stream (the result is the plan's)
+        if named:  # x written first; x's producer then waits for the sum to have read it
             streams.join(launch, (self._x.stream,))
         ex = self._executor
         if ex.fast:
             ex.run(self._x.ptr, self._out.ptr, launch)
         else:
             ex.run_operands(self._x, self._out, launch)
+        if named:
+            streams.release(launch, (self._x.stream,))
         return self._out.obj
 
     @property

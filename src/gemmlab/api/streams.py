@@ -33,15 +33,15 @@ def handle(stream: Any) -> int:
 def _handle_of(stream: Any) -> int:
     if hasattr(type(stream), "__index__"):  # a NumPy integer
         return operator.index(stream)
-    try:
+    try:  # an integer only (a float handle is no handle); anything the object raises is one line
         if hasattr(stream, "__cuda_stream__"):
-            return int(stream.__cuda_stream__()[1])
+            return operator.index(stream.__cuda_stream__()[1])
         for attr in ("cuda_stream", "ptr", "handle"):
             if hasattr(stream, attr):
                 value = getattr(stream, attr)
-                return int(getattr(value, "value", value) or 0)  # Numba's handle: a c_void_p, None for the null stream
-    except (TypeError, ValueError, IndexError, OverflowError) as exc:
-        raise BadArgumentError(f"stream {stream!r} gives no stream handle ({exc})") from None
+                return operator.index(getattr(value, "value", value) or 0)  # Numba's handle: a c_void_p, None for the null stream
+    except Exception as exc:
+        raise BadArgumentError(f"stream {stream!r} gives no stream handle ({type(exc).__name__}: {exc})") from None
     raise BadArgumentError(f"stream must be a stream handle or a torch/CuPy/CUDA stream, got {type(stream).__name__}")
 
 
