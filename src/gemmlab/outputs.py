@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from .errors import BadArgumentError
+from .readonly_db import connect_reading
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
@@ -81,25 +82,18 @@ def database_ready(path: str | os.PathLike) -> None:
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
-    """A connection that only ever SELECTs, the file checked first (store.refusal: another
-    program's, a newer or a damaged one is one line, the file untouched). It is opened read-write
-    when it may be (mode=rw never creates a file): the results files are in WAL mode, and only a
-    read-write connection removes the -wal/-shm files it opened when it closes, so a reader leaves
-    no files beside the database; a read-only file falls back to mode=ro, then immutable."""
+    """A connection that cannot write the file (readonly_db: it leaves nothing beside it either),
+    the file checked first (store.refusal: another program's, a newer or a damaged one is one
+    line, the file untouched)."""
     from .store import refusal
 
-    uri = Path(path).resolve().as_uri()
-    for mode in ("mode=rw", "mode=ro", "immutable=1"):
-        try:
-            db = sqlite3.connect(f"{uri}?{mode}", uri=True)
-            why = refusal(db, Path(path))
-            break
-        except sqlite3.OperationalError:
-            continue
-        except sqlite3.DatabaseError as exc:  # not SQLite, or damaged: one line, the file untouched
-            raise BadArgumentError(f"{path} is not a usable gemmlab results database ({exc})") from None
-    else:
-        raise BadArgumentError(f"cannot read {path} as a results database (a directory, or no permission?)")
+    try:
+        db = connect_reading(path)
+        why = refusal(db, Path(path))
+    except sqlite3.OperationalError:
+        raise BadArgumentError(f"cannot read {path} as a results database (a directory, or no permission?)") from None
+    except sqlite3.DatabaseError as exc:  # not SQLite, or damaged: one line, the file untouched
+        raise BadArgumentError(f"{path} is not a usable gemmlab results database ({exc})") from None
     if why:
         db.close()
         raise BadArgumentError(why)

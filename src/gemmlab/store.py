@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .errors import BadArgumentError
+from .readonly_db import connect_reading
 
 DEFAULT_DB = Path("gemmlab-results") / "results.db"
 BUSY_TIMEOUT_MS = 30_000
@@ -67,7 +68,8 @@ def _schema_v1(db: sqlite3.Connection) -> None:
 
 # MIGRATIONS[i] takes a database at user_version i to i + 1. A later issue appends a
 # function (ALTER TABLE results ADD COLUMN ..., CREATE TABLE ...) and never edits old ones;
-# RESULT_SCHEMA must then list the new columns too (after _V1_RESULT_SCHEMA's).
+# RESULT_SCHEMA must then list the new columns too (after _V1_RESULT_SCHEMA's), and readers
+# (write=False, which never migrate) must take a file of an older version as it is.
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_schema_v1]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -139,26 +141,26 @@ class ResultStore:
                  named_by: str = "--db"):
         """`integrity`: also check the whole file for damage before writing to it (PRAGMA quick_check:
         0.14 s for 112 MB). `write`: refuse a file this process cannot write (read-only, immutable)
-        here, not at the first row after the work; False opens an existing gemmlab file read-only
-        (SQLite then changes nothing in it: no schema, no WAL switch). `named_by`: what to change."""
+        here, not at the first row after the work; False opens an existing gemmlab file so that it
+        cannot be written (readonly_db: no schema, no WAL switch, no migration, no files left beside
+        it). `named_by`: what the refusals say to change."""
         self.path = Path(path)
         if self.path.is_dir():  # also '' (the current directory)
             raise BadArgumentError(f"{named_by} {str(path)!r} is a directory: name a results database file")
+        # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every statement
+        # outside a BEGIN is committed when it returns. check_same_thread=False + a lock: a tuner
+        # may record from worker threads.
+        args = dict(timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         try:
             if write:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            # A reader in a folder it cannot write, with no -shm file there (a WAL writer at work keeps
-            # one), reads the file as immutable: SQLite could make no -shm of its own, and refused.
-            fixed = not write and not os.access(self.path.parent, os.W_OK) and not Path(f"{self.path}-shm").exists()
-            # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every statement
-            # outside a BEGIN is committed when it returns. check_same_thread=False + a lock: a tuner
-            # may record from worker threads.
-            self._db = sqlite3.connect(self.path if write else f"{self.path.resolve().as_uri()}?mode=ro"
-                                       + "&immutable=1" * fixed, uri=not write, timeout=BUSY_TIMEOUT_MS / 1000,
-                                       isolation_level=None, check_same_thread=False)
-        except (OSError, sqlite3.Error) as exc:  # a parent that is a file, no permission, ...
+            self._db = sqlite3.connect(self.path, **args) if write else connect_reading(self.path, **args)
+        except (OSError, sqlite3.OperationalError) as exc:  # a parent that is a file, no permission, ...
             raise BadArgumentError(f"cannot open {self.path} as a results database "
                                    f"({getattr(exc, 'strerror', None) or exc}); name another one with {named_by}") from None
+        except sqlite3.DatabaseError as exc:  # a reader's first read: not SQLite at all
+            raise BadArgumentError(f"{self.path} is not a usable gemmlab results database ({exc}); "
+                                   f"name another one with {named_by}") from None
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
         try:

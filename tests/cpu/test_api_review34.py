@@ -39,3 +39,15 @@ def test_a_named_library_or_runnable_kernel_is_still_answered_on_a_cpu():
                    dict(op="reduce", shape=(1000,), impl="single_pass")):
         args = dict(shape=(256, 256, 256), gpu=H100) | kwargs
         assert f"runs:    {kwargs['impl']} " in gemmlab.explain(file=io.StringIO(), **args)
+
+
+def test_explain_with_arrays_and_another_gpu_answers_for_that_gpus_architecture(fake_gpu):
+    """Beside arrays, gpu= naming another GPU took this GPU's architecture: 'on NVIDIA A100 (sm_90)
+    runs: persistent'. A GPU a table names gives its own; one no table names needs arch=."""
+    with pytest.raises(BadArgumentError, match="needs arch="):
+        gemmlab.explain(CAI(64, 64, typestr="<f2"), CAI(64, 64, typestr="<f2"), gpu=A100, file=io.StringIO())
+    with pytest.raises(BadArgumentError, match=r"persistent needs sm_90a \(Hopper\)"):
+        gemmlab.explain(CAI(64, 64, typestr="<f2"), CAI(64, 64, typestr="<f2"), impl="persistent", gpu=A100,
+                        arch="sm_80", file=io.StringIO())
+    text = gemmlab.explain(CAI(64, 64), CAI(64, 64), gpu="NVIDIA H200", file=io.StringIO())
+    assert "on NVIDIA H200 (sm_90)" in text

@@ -83,7 +83,7 @@ def test_a_tuned_lookup_survives_a_use_tuning_clearing_the_cache_meanwhile(monke
     from gemmlab.harness import tuned
 
     db = tmp_path / "results.db"
-    db.write_bytes(b"")
+    db.write_bytes(b"SQLite format 3\0")  # not empty (an empty file is as a missing one); the store is faked below
     monkeypatch.setattr(tuning, "database", lambda: str(db))
     monkeypatch.setattr(tuning, "_cache", {})
 

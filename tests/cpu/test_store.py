@@ -394,24 +394,28 @@ def test_a_read_only_database_is_refused_when_opened_for_writing_and_read_otherw
     assert _sha(path) == before
 
 
-def _rollback_journal_db(path):
-    """A gemmlab file with one run, switched back to a rollback journal (as a copy made by
-    sqlite3's .backup or an older gemmlab leaves it), so that a WAL switch would show in its bytes."""
+def _tuned_db(path, journal="wal"):
+    """A gemmlab file with one run, in WAL mode as gemmlab writes it, or switched back to a
+    rollback journal (as sqlite3's .backup leaves a copy), where a WAL switch shows in its bytes."""
     with ResultStore(path) as store:
         store.start_run("tune")
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        assert db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    if journal != "wal":
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            assert db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
     return path
 
 
-@pytest.mark.parametrize("name", ["tuned.db", "a b#1?.db"])
-def test_a_reader_changes_nothing_in_the_file_it_reads(tmp_path, name):
-    """write=False (the API's tuning reader) opens the file read-only: the old reader switched it
-    to WAL, a change to the user's file that only reading it made."""
-    path = _rollback_journal_db(tmp_path / name)
+@pytest.mark.parametrize("name, journal", [("tuned.db", "wal"), ("tuned.db", "delete"), ("a b#1?.db", "wal")])
+def test_a_reader_changes_nothing_in_the_file_it_reads(tmp_path, name, journal):
+    """write=False (the API's tuning reader, report's) cannot write the file and leaves nothing
+    beside it: the old reader switched a file to WAL; a mode=ro reader left -wal and -shm files
+    beside every WAL file (only a read-write connection removes them when it closes)."""
+    path = _tuned_db(tmp_path / name, journal)
     before = _sha(path)
     with ResultStore(path, integrity=False, write=False) as store:
         assert [r["kind"] for r in store.runs()] == ["tune"]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store.start_run("bench")
     assert _sha(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no -wal or -shm left behind
 
@@ -441,7 +445,7 @@ def test_a_reader_sees_what_a_writer_commits_while_both_are_open(tmp_path):
             assert len(reader.runs()) == 1
             writer.start_run("tune")
             assert len(reader.runs()) == 2
-            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            with pytest.raises(sqlite3.OperationalError, match="readonly|query_only"):
                 reader.start_run("bench")
 
 
@@ -462,3 +466,54 @@ def test_a_reader_reads_a_file_in_a_folder_it_cannot_write(tmp_path):
     finally:
         undo()
     assert sorted(p.name for p in folder.iterdir()) == ["tuned.db"]
+
+
+def test_a_reader_through_a_link_judges_the_folder_of_the_file_itself(tmp_path):
+    """A link in a writable folder to a file in a read-only one reads it (the folder looked at was
+    the link's, and the read-only open was refused); a link in a read-only folder to a live file
+    elsewhere is not read as immutable, which skips the rows still in its -wal."""
+    shipped, live, links = tmp_path / "shipped", tmp_path / "live", tmp_path / "links"
+    for folder in (shipped, live, links):
+        folder.mkdir()
+    _tuned_db(shipped / "tuned.db")
+    (links / "to-shipped.db").symlink_to(shipped / "tuned.db")
+    with ResultStore(live / "tuned.db") as writer:
+        writer.start_run("tune")  # in the -wal while the writer is open (no checkpoint yet)
+        (links / "to-live.db").symlink_to(live / "tuned.db")
+        undo_shipped, undo_links = _read_only(shipped), _read_only(links)
+        if undo_shipped is None:
+            pytest.skip("neither chattr nor the folder's mode stops root writing here")
+        try:
+            with ResultStore(links / "to-shipped.db", integrity=False, write=False) as store:
+                assert len(store.runs()) == 1
+        finally:
+            undo_shipped()
+        try:
+            with ResultStore(links / "to-live.db", integrity=False, write=False) as store:
+                assert len(store.runs()) == 1
+        finally:
+            undo_links()
+
+
+def test_a_wal_with_rows_and_no_shm_in_a_read_only_folder_is_refused_not_read_stale(tmp_path):
+    """A copy shipped with its -wal but not its -shm: read as immutable it would skip the -wal's
+    rows (here every row: an empty database); SQLite's read-only open refuses it instead."""
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    path = folder / "tuned.db"
+    with ResultStore(path) as writer:
+        writer.start_run("tune")
+        copies = {p.name: p.read_bytes() for p in folder.iterdir()}  # as a crash leaves them
+    for p in folder.iterdir():
+        p.unlink()
+    (folder / "tuned.db").write_bytes(copies["tuned.db"])
+    (folder / "tuned.db-wal").write_bytes(copies["tuned.db-wal"])
+    assert (folder / "tuned.db-wal").stat().st_size > 0
+    undo = _read_only(folder)
+    if undo is None:
+        pytest.skip("neither chattr nor the folder's mode stops root writing here")
+    try:
+        with pytest.raises(BadArgumentError, match="cannot open .*tuned.db as a results database"):
+            ResultStore(path, integrity=False, write=False)
+    finally:
+        undo()

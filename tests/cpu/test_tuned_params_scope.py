@@ -116,17 +116,48 @@ def test_a_relative_database_stays_the_file_named(tmp_path, monkeypatch):
     assert "no such file, so the shipped table's parameters" in tuning.describe()
 
 
+def _named_by_env(monkeypatch, path):
+    """GEMMLAB_DB names `path`, no use_tuning, nothing looked up or warned of yet."""
+    monkeypatch.setenv("GEMMLAB_DB", str(path))
+    monkeypatch.setattr(tuning, "_named", None)
+    monkeypatch.setattr(tuning, "_warned", set())
+    tuning._cache.clear()
+
+
 def test_a_named_database_that_is_missing_warns_once_and_the_table_serves(tmp_path, monkeypatch):
     """A mistyped GEMMLAB_DB slowed a program with no word: the first lookup now warns, once a path."""
     spec = registry.get("tf32_wgmma", "hgemm")
     missing = tmp_path / "missing.db"
-    monkeypatch.setenv("GEMMLAB_DB", str(missing))
-    monkeypatch.setattr(tuning, "_named", None)
-    monkeypatch.setattr(tuning, "_warned", set())
-    tuning._cache.clear()
+    _named_by_env(monkeypatch, missing)
     with pytest.warns(UserWarning, match=f"no tuning database at {missing} \\(named by GEMMLAB_DB\\)"):
         assert tuning.tuned_params(spec, GemmProblem(4096, 4096, 4096, dtype="tf32"), "GPU A") is None
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second shape's first lookup: no second warning for the path
         assert tuning.tuned_params(spec, GemmProblem(1024, 1024, 1024, dtype="tf32"), "GPU A") is None
+
+
+def test_a_named_database_that_is_empty_warns_once_and_is_left_empty(tmp_path, monkeypatch):
+    """GEMMLAB_DB naming an empty file (a tune about to make it): the reader wrote gemmlab's schema
+    into it; then, read-only, every call that picked a gemmlab kernel raised. It holds no tuned
+    results, so it is as a missing file: one warning, the shipped table's parameters."""
+    spec = registry.get("tf32_wgmma", "hgemm")
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    _named_by_env(monkeypatch, empty)
+    with pytest.warns(UserWarning, match=f"the tuning database {empty} is empty \\(named by GEMMLAB_DB\\)"):
+        assert tuning.tuned_params(spec, GemmProblem(4096, 4096, 4096, dtype="tf32"), "GPU A") is None
+    assert "an empty file, so the shipped table's parameters" in tuning.describe()
+    assert empty.stat().st_size == 0
+
+
+def test_a_damaged_named_database_is_refused_naming_what_named_it(tmp_path, monkeypatch):
+    """The refusal said '--db' (the CLI's option) and gave the path twice."""
+    spec = registry.get("tf32_wgmma", "hgemm")
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not a database at all, but long enough to be read as one" * 20)
+    _named_by_env(monkeypatch, bad)
+    with pytest.raises(BadArgumentError) as info:
+        tuning.tuned_params(spec, GemmProblem(4096, 4096, 4096, dtype="tf32"), "GPU A")
+    text = str(info.value)
+    assert "name another one with GEMMLAB_DB" in text and text.count(str(bad)) == 1 and "--db" not in text

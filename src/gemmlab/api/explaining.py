@@ -37,14 +37,15 @@ def explain(A: Any = None, B: Any = None, C: Any = None, *, op: str | None = Non
         checks.check_choice(impl, params, "gemmlab.explain")
     if gpu is None or A is not None:
         state = core.setup()
-        gpu, arch = gpu or state["gpu"], arch or state["arch"]
+        if gpu is None or gpu == state["gpu"]:  # another GPU named beside arrays: its own architecture, below
+            gpu, arch = state["gpu"], arch or state["arch"]
     else:
         registry.all_impls()
         ops.names()
-        arch = arch or dispatch.arch_of(gpu)
-        if arch is None:
-            raise core.BadArgumentError(f"explain(gpu={gpu!r}) needs arch= (e.g. arch='sm_80'): no shipped table "
-                                        "names that GPU, so its architecture is unknown")
+    arch = arch or dispatch.arch_of(gpu)
+    if arch is None:
+        raise core.BadArgumentError(f"explain(gpu={gpu!r}) needs arch= (e.g. arch='sm_80'): no shipped table "
+                                    "names that GPU, so its architecture is unknown")
     if A is not None and op == "reduce" and B is not None:
         raise core.BadArgumentError("explain(op='reduce') takes one array, x")
     if A is not None and B is None and op in (None, "reduce"):

@@ -61,7 +61,8 @@ def describe() -> str:
     db = database()
     if db is None:
         return "no database named (gemmlab.use_tuning(path) or GEMMLAB_DB); the shipped table's parameters"
-    missing = "" if Path(db).is_file() else ": no such file, so the shipped table's parameters"
+    missing = ": no such file, so the shipped table's parameters" if not Path(db).is_file() else \
+        ": an empty file, so the shipped table's parameters" if Path(db).stat().st_size == 0 else ""
     return f"{db} ({'use_tuning' if _named else 'GEMMLAB_DB'}){missing}"
 
 
@@ -78,15 +79,18 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
         from ..store import ResultStore
 
         found = None
-        if not Path(db).is_file():
+        source = "gemmlab.use_tuning(path)" if _named else "GEMMLAB_DB"
+        if not Path(db).is_file() or Path(db).stat().st_size == 0:  # empty: no results, as a tune making it
             _warn_missing(db)
         else:
             try:
                 # integrity checked when named (use_tuning), not again at each new shape's first call
-                with ResultStore(Path(db), integrity=False, write=False) as store:
+                with ResultStore(Path(db), integrity=False, write=False, named_by=source) as store:
                     found = usable_best(store, gpu, spec, problem)
+            except BadArgumentError as exc:  # the store's refusals name the file and what to change
+                raise BadArgumentError(f"the tuning database: {exc}") from None
             except Exception as exc:
-                raise BadArgumentError(f"cannot read the tuning database {db}: {exc}") from None
+                raise BadArgumentError(f"cannot read the tuning database {db} (named by {source}): {exc}") from None
         with _lock:
             _cache[key] = found
     return found
@@ -101,5 +105,6 @@ def _warn_missing(db: str) -> None:
             return
         _warned.add(db)
     source = "gemmlab.use_tuning" if _named else "GEMMLAB_DB"
-    warnings.warn(f"gemmlab: no tuning database at {db} (named by {source}): the shipped table's "
-                  "parameters serve", UserWarning, stacklevel=2)
+    what = f"no tuning database at {db}" if not Path(db).is_file() else f"the tuning database {db} is empty"
+    warnings.warn(f"gemmlab: {what} (named by {source}): the shipped table's parameters serve",
+                  UserWarning, stacklevel=2)
