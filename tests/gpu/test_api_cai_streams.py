@@ -3,7 +3,8 @@ stream) must wait for B's producer, and C's producer's later work must wait for 
 test makes the producer's work late on purpose (a kernel that spins ~60 ms before it writes), so
 a call that ignored the stream B or C names would read B before it is written, or let C's
 producer read C before the GEMM wrote it, and the check against the reference would fail. The
-last test captures such calls: under a capture nothing is ordered, and the graph replays right."""
+capture tests: under a capture nothing is ordered, and the graph replays right; a plan rebound to
+operands that name another stream runs on that stream, so capturing it captures the plan."""
 import numpy as np
 import pytest
 
@@ -109,3 +110,38 @@ def test_a_capture_of_the_calls_stream_is_not_broken_by_the_streams_producers_na
         graph.launch(stream=s1)
         s1.synchronize()
     np.testing.assert_allclose(cp.asnumpy(C), _expected(A, 2.0), rtol=1e-4, atol=1e-3)
+
+
+def test_a_plan_rebound_to_operands_naming_another_stream_runs_on_it_and_is_captured_there():
+    # the plan kept the stream of the A it was made with: the launch went to s1, forked from the
+    # capture of s2 by an event, and the capture ended with that work unjoined
+    A, B, (s1, s2, _) = _operands()
+    B.fill(1.0)
+    C = cp.empty((M, N), dtype=cp.float32)
+    plan = gemmlab.Matmul(OnStream(A, s1), OnStream(B, s1), OnStream(C, s1))
+    plan.execute()
+    C.fill(np.nan)
+    cp.cuda.Device().synchronize()
+    s2.begin_capture()
+    plan.execute(A=OnStream(A, s2), B=OnStream(B, s2), C=OnStream(C, s2), alpha=2.0)
+    graph = s2.end_capture()
+    graph.launch(stream=s2)
+    s2.synchronize()
+    np.testing.assert_allclose(cp.asnumpy(C), _expected(A, 2.0), rtol=1e-4, atol=1e-3)
+
+
+def test_xs_producer_waits_for_a_sum_plan():
+    # the sum runs on s1 behind a late kernel; x's producer overwrites x on its own stream right
+    # after the call returns: without the wait it would write NaN before the sum read x
+    s1, s2 = (cp.cuda.Stream(non_blocking=True) for _ in range(2))
+    x = cp.full(1 << 20, 0.5, dtype=cp.float32)
+    plan = gemmlab.Sum(OnStream(x, s2))
+    plan.execute(stream=s1)  # compiled and warm
+    nan = cp.full_like(x, np.nan)  # made now: no allocation on s2 below to synchronise the device
+    cp.cuda.Device().synchronize()
+    _late_fill(cp.empty(1, dtype=cp.float32), 0.0, s1)  # the sum starts ~60 ms from now
+    total = plan.execute(stream=s1)
+    with s2:
+        cp.copyto(x, nan)  # x's producer writes x next
+    cp.cuda.Device().synchronize()
+    assert float(total) == 0.5 * (1 << 20)
