@@ -127,7 +127,7 @@ def test_a_misaligned_transposed_view_is_refused_for_its_alignment(fake_gpu):
     B = cupy_T(64, 64)
     B.data.ptr += 4
     # observed: "B: this plan was made for a transposed view (W.T); pass one again" (it was one)
-    with pytest.raises(BadArgumentError, match="and this B is not 16-byte aligned"):
+    with pytest.raises(BadArgumentError, match="and this B is not one, and its address is not 16-byte aligned"):
         plan.execute(B=B)
 
 
@@ -152,3 +152,64 @@ def test_a_stream_handle_that_is_not_an_integer_is_refused():
 def test_a_scalar_past_a_double_is_refused_whatever_its_type(fake_gpu, alpha):
     with pytest.raises(BadArgumentError, match="past the range"):  # observed: alpha == inf, as 10**400 is refused
         gemmlab.Matmul(CAI(4, 8), CAI(8, 16), alpha=alpha)
+
+
+# a review of the fixes above ----------------------------------------------------------------------
+
+def _cuda_fork_rule(fake_gpu, monkeypatch):
+    """As CUDA does: a stream that waits on an event recorded in a capture joins that capture."""
+    def order(first, then):
+        fake_gpu.append(("wait", then, "for", first))
+        if first in fake_gpu.capturing:
+            fake_gpu.capturing.add(then)
+    monkeypatch.setattr(streams, "_order", order)
+
+
+@pytest.mark.parametrize("run", ["sum plan", "matmul plan", "call"])
+def test_a_producers_stream_under_capture_is_refused_not_forked_into(fake_gpu, monkeypatch, run):
+    """The wait pulled the launch stream into the producer's capture, where the call was captured
+    and never joined back (the capture then failed to end, cudaErrorStreamCaptureUnjoined)."""
+    _cuda_fork_rule(fake_gpu, monkeypatch)
+    if run == "sum plan":
+        plan = gemmlab.Sum(CAI(100, stream=12))
+        go = lambda: plan.execute(stream=11)  # noqa: E731
+    elif run == "matmul plan":
+        plan = gemmlab.Matmul(CAI(4, 8, stream=11), CAI(8, 16, stream=12))
+        go = plan.execute
+    else:
+        go = lambda: gemmlab.sgemm(CAI(4, 8, stream=11), CAI(8, 16, stream=12))  # noqa: E731
+    fake_gpu.clear()
+    fake_gpu.capturing.add(12)
+    with pytest.raises(BadArgumentError, match="names stream 0xc, which is being captured, but the call runs on stream 0xb"):
+        go()
+    assert [e for e in fake_gpu if e[0] in ("run", "wait")] == []
+
+
+def test_a_refused_rebind_onto_a_captured_producers_stream_keeps_the_plan_as_it_was(fake_gpu):
+    plan = gemmlab.Matmul(CAI(4, 8, stream=11), CAI(8, 16, stream=11))
+    old_b = plan._b
+    fake_gpu.capturing.add(12)
+    with pytest.raises(BadArgumentError, match="being captured"):
+        plan.execute(B=CAI(8, 16, stream=12))
+    assert plan._b is old_b and plan._producers == (11,)
+    fake_gpu.clear()
+    plan.execute()
+    assert fake_gpu == [("run", 11)]
+
+
+def test_a_sum_over_x_on_the_launch_stream_orders_nothing(fake_gpu):
+    plan = gemmlab.Sum(CAI(100, stream=11))
+    fake_gpu.clear()
+    plan.execute()
+    plan.execute(stream=11)
+    assert fake_gpu == [("run", 11), ("run", 11)]
+
+
+def test_a_misaligned_row_major_b_is_not_called_a_transposed_view(fake_gpu):
+    plan = gemmlab.Matmul(CupyArray((64, 64), np.float32), cupy_T(64, 64))
+    B = CupyArray((64, 64), np.float32)  # row-major: no transposed view at all
+    B.data.ptr += 4
+    with pytest.raises(BadArgumentError, match=r"and this B is not one, and its address is not 16-byte aligned"):
+        plan.execute(B=B)
+    with pytest.raises(BadArgumentError, match=r"and this B is not one$"):
+        plan.execute(B=CupyArray((64, 64), np.float32))

@@ -137,11 +137,24 @@ def test_xs_producer_waits_for_a_sum_plan():
     x = cp.full(1 << 20, 0.5, dtype=cp.float32)
     plan = gemmlab.Sum(OnStream(x, s2))
     plan.execute(stream=s1)  # compiled and warm
-    nan = cp.full_like(x, np.nan)  # made now: no allocation on s2 below to synchronise the device
+    plan.result.fill(np.nan)  # a sum that did not run would not pass for one that did
+    scratch = cp.empty(1, dtype=cp.float32)  # made now (and kept): no allocation below to synchronise the device
     cp.cuda.Device().synchronize()
-    _late_fill(cp.empty(1, dtype=cp.float32), 0.0, s1)  # the sum starts ~60 ms from now
+    _late_fill(scratch, 0.0, s1)  # the sum starts ~60 ms from now
     total = plan.execute(stream=s1)
     with s2:
-        cp.copyto(x, nan)  # x's producer writes x next
+        x.fill(np.nan)  # x's producer writes x next (a kernel, as the sum's own reads)
     cp.cuda.Device().synchronize()
     assert float(total) == 0.5 * (1 << 20)
+
+
+def test_a_producers_stream_under_capture_is_refused_and_the_capture_ends():
+    # waiting on it would pull the call's stream into that capture and leave it unjoined there
+    A, B, (s1, s2, _) = _operands()
+    gemmlab.sgemm(OnStream(A, s1), OnStream(B, s1))  # warm
+    cp.cuda.Device().synchronize()
+    s2.begin_capture()
+    with pytest.raises(ValueError, match="which is being captured, but the call runs on stream"):
+        gemmlab.sgemm(OnStream(A, s1), OnStream(B, s2))
+    s2.end_capture()  # raised cudaErrorStreamCaptureUnjoined when s1 had been forked into it
+    cp.cuda.Device().synchronize()

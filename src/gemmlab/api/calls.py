@@ -270,7 +270,7 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
         return C if C is not None else result(out)
     stream = a.stream
     named = [op.stream for op in (b, out) if op.named]  # streams B's and C's producers named
-    streams.join(stream, named)  # their pending work (B written, C's old values) first
+    ordered = streams.join(stream, named)  # their pending work (B written, C's old values) first
     # transposed views (CuPy's W.T, F-order arrays) are read in place where the executor can
     layout = layout_of(op_name, a, b)
     ex = executor(op_name, dtype, dims, impl, params, stream, layout, out.dtype)
@@ -290,5 +290,5 @@ def gemm(op_name: str, caller: str, A, B, C, alpha, beta, impl, params, out_dtyp
     ex.run_operands(a, b, c, alpha, beta, stream)
     if c is not out:
         copy_into(out, c, stream)
-    streams.release(stream, named)  # B's and C's producers' next work waits for the call
+    streams.release(stream, ordered)  # B's and C's producers' next work waits for the call
     return C if C is not None else result(out)

@@ -31,12 +31,21 @@ def real(value, name: str, caller: str) -> float:
             except (TypeError, ValueError, RuntimeError):  # RuntimeError: torch's many-element tensor
                 pass
             else:  # a finite value past a double (a long double, a Decimal) reads as inf without a word
-                if math.isinf(number) and not bool(value == number):
+                if math.isinf(number) and not _same(value, number):
                     raise OverflowError
                 return number
     except OverflowError:  # an int past a double's range: float() would raise this, not a ValueError
         raise BadArgumentError(f"{caller}: {name} is past the range of a float (a double)") from None
     raise BadArgumentError(f"{caller}: {name} must be a real number, not {type(value).__name__}")
+
+
+def _same(value, number: float) -> bool:
+    """Whether `value` is `number` in its own type (an infinity given as one); a type that cannot
+    say is taken at its word."""
+    try:
+        return bool(value == number)
+    except Exception:
+        return True
 
 
 def reals(alpha, beta, caller: str) -> tuple[float, float]:

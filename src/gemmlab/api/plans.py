@@ -59,9 +59,9 @@ class _Plan:
             checks.writable(new, what, self.caller)
         if as_transposed:
             if not transposed(new):
-                why = "is not 16-byte aligned" if new.ptr % ALIGN else "is not one"
-                raise BadArgumentError(f"{what}: this plan was made for a transposed view (W.T) of a contiguous, "
-                                       f"16-byte aligned matrix, and this {what} {why}")
+                address = ", and its address is not 16-byte aligned" if new.ptr % ALIGN else ""
+                raise BadArgumentError(f"{what}: this plan was made for a transposed view (torch's or CuPy's W.T) of a "
+                                       f"contiguous, 16-byte aligned matrix, and this {what} is not one{address}")
             return new
         return _dense(new, what)
 
@@ -123,30 +123,33 @@ class Matmul(_Plan):
         """Run the plan (on new operands where given); returns C (the plan's own when none was given)."""
         launch = self._stream(stream)  # like everything below, checked before anything is kept
         scalars = None if alpha is None and beta is None else self._scalars(alpha, beta, C)
-        if A is not None or B is not None or C is not None:
-            a = self._a if A is None else self._rebind(A, "A", self._a, self._dtypes, self.layout[0])
-            b = self._b if B is None else self._rebind(B, "B", self._b, self._dtypes, self.layout[1])
-            c = self._c if C is None else self._rebind(C, "C", self._c, (self._c.dtype,))
+        a, b, c, current, producers = self._a, self._b, self._c, self._current, self._producers
+        rebound = A is not None or B is not None or C is not None
+        if rebound:
+            a = a if A is None else self._rebind(A, "A", a, self._dtypes, self.layout[0])
+            b = b if B is None else self._rebind(B, "B", b, self._dtypes, self.layout[1])
+            c = c if C is None else self._rebind(C, "C", c, (c.dtype,))
             self._apart(a, b, c, own=C is None and not self._c_given)
-            self._a, self._b, self._c = a, b, c
-            self._c_given = self._c_given or C is not None
-            self._producers = _named_streams(a, b, c)
+            producers = _named_streams(a, b, c)
             if A is not None:  # the new A's stream (the stream its producer names, its framework's)
-                self._current = current_stream_reader(a)
+                current = current_stream_reader(a)
+        if launch is None:
+            launch = current()
+        # the producers' streams other than the launch's (join may still refuse: nothing kept yet)
+        ordered = streams.join(launch, producers) if producers and producers != (launch,) else ()
+        if rebound:
+            self._a, self._b, self._c, self._current, self._producers = a, b, c, current, producers
+            self._c_given = self._c_given or C is not None
         if scalars is not None:
             self.alpha, self.beta = scalars
-        if launch is None:
-            launch = self._current()
-        if self._producers:
-            streams.join(launch, self._producers)
         ex = self._executor
         if ex.fast:
-            ex.run(self._a.ptr, self._b.ptr, self._c.ptr, self.alpha, self.beta, launch)
+            ex.run(a.ptr, b.ptr, c.ptr, self.alpha, self.beta, launch)
         else:
-            ex.run_operands(self._a, self._b, self._c, self.alpha, self.beta, launch)
-        if self._producers:
-            streams.release(launch, self._producers)
-        return self._c.obj
+            ex.run_operands(a, b, c, self.alpha, self.beta, launch)
+        if ordered:
+            streams.release(launch, ordered)
+        return c.obj
 
     def _apart(self, a: Operand, b: Operand, c: Operand, own: bool = False) -> None:
         """Refuse a C that shares memory with A or B: the kernel would overwrite what other blocks
@@ -195,21 +198,22 @@ class Sum(_Plan):
 
     def execute(self, x=None, *, stream: Any = None):
         launch = self._stream(stream)  # checked before a new x is kept
+        op, current = self._x, self._current
         if x is not None:
-            self._x = self._rebind(x, "x", self._x, ("fp32",))
-            self._current = current_stream_reader(self._x)
+            op = self._rebind(x, "x", op, ("fp32",))
+            current = current_stream_reader(op)
         if launch is None:
-            launch = self._current()
-        named = self._x.named  # a producer's own stream (the result is the plan's)
-        if named:  # x written first; x's producer then waits for the sum to have read it
-            streams.join(launch, (self._x.stream,))
+            launch = current()
+        # x written first on the stream its producer named; that producer then waits for the sum
+        ordered = streams.join(launch, (op.stream,)) if op.named and op.stream != launch else ()
+        self._x, self._current = op, current
         ex = self._executor
         if ex.fast:
-            ex.run(self._x.ptr, self._out.ptr, launch)
+            ex.run(op.ptr, self._out.ptr, launch)
         else:
-            ex.run_operands(self._x, self._out, launch)
-        if named:
-            streams.release(launch, (self._x.stream,))
+            ex.run_operands(op, self._out, launch)
+        if ordered:
+            streams.release(launch, ordered)
         return self._out.obj
 
     @property

@@ -67,18 +67,27 @@ def _capturing(launch: int) -> bool:
     return is_captured(launch)
 
 
-def join(launch: int, streams: Iterable[int]) -> None:
-    """Before a launch on `launch`: wait for every other stream in `streams` (the ones producers named)."""
-    others = set(streams) - {launch}
-    if others and not _capturing(launch):
-        for s in others:
-            _order(s, launch)
+def join(launch: int, streams: Iterable[int]) -> tuple[int, ...]:
+    """Before a launch on `launch`: wait for every other stream in `streams` (the ones producers
+    named). Returns those it ordered, for release: the capture state is read once, here, since
+    a wait on an event recorded in a capture would itself pull `launch` into that capture. A
+    producer's stream being captured while `launch` is not is refused: the call would run now,
+    outside the graph that is to produce the operand, and the capture could not end joined."""
+    others = tuple(set(streams) - {launch})
+    if not others or _capturing(launch):
+        return ()
+    for s in others:
+        if _capturing(s):
+            raise BadArgumentError(f"an operand names stream {s:#x}, which is being captured, but the call runs on "
+                                   f"stream {launch:#x}, which is not: run it on the captured stream (stream=), "
+                                   "or give operands that name it")
+    for s in others:
+        _order(s, launch)
+    return others
 
 
-def release(launch: int, streams: Iterable[int]) -> None:
-    """After the launch: work on each other stream in `streams` waits for it (a producer writing
-    B or reading C next)."""
-    others = set(streams) - {launch}
-    if others and not _capturing(launch):
-        for s in others:
-            _order(launch, s)
+def release(launch: int, ordered: tuple[int, ...]) -> None:
+    """After the launch: work on each stream join ordered waits for it (a producer writing B or
+    reading C next)."""
+    for s in ordered:
+        _order(launch, s)
