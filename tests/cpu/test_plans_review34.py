@@ -213,3 +213,19 @@ def test_a_misaligned_row_major_b_is_not_called_a_transposed_view(fake_gpu):
         plan.execute(B=B)
     with pytest.raises(BadArgumentError, match=r"and this B is not one$"):
         plan.execute(B=CupyArray((64, 64), np.float32))
+
+
+def test_numpys_type_codes_name_an_out_dtype_as_numpys_dtypes_do(fake_gpu):
+    from gemmlab.api import checks
+
+    assert [checks.out_name(code) for code in ("f2", "<f2", "e", np.dtype("f2"))] == ["fp16"] * 4
+    assert [checks.out_name(code) for code in ("f4", "<f4", "f")] == ["fp32"] * 3
+    with pytest.raises(BadArgumentError, match="out_dtype must be"):
+        checks.out_name(">f2")  # big-endian: not what the kernels write
+
+
+def test_a_raw_c_void_p_handle_is_a_stream():
+    import ctypes
+
+    assert streams.handle(ctypes.c_void_p(0x1234)) == 0x1234
+    assert streams.handle(ctypes.c_void_p(None)) == 0

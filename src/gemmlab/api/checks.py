@@ -101,7 +101,9 @@ def gemm_operands(op_name: str, caller: str, A, B):
 
 # The names out_dtype takes (torch and NumPy dtypes are read through their names).
 OUT_NAMES = {"fp32": "fp32", "float32": "fp32", "fp16": "fp16", "float16": "fp16", "half": "fp16",
-             "bf16": "bf16", "bfloat16": "bf16"}
+             "bf16": "bf16", "bfloat16": "bf16",
+             **{code: "fp32" for code in ("f4", "<f4", "=f4", "f")},  # NumPy's type codes, as np.dtype() reads them
+             **{code: "fp16" for code in ("f2", "<f2", "=f2", "e")}}
 
 
 _out_names: dict = {}  # out_dtype object -> its name, so a call's lookup is one dict hit

@@ -11,6 +11,7 @@ stream nothing is ordered (_capturing).
 """
 from __future__ import annotations
 
+import ctypes
 import operator
 from typing import Any, Iterable
 
@@ -33,6 +34,8 @@ def handle(stream: Any) -> int:
 def _handle_of(stream: Any) -> int:
     if hasattr(type(stream), "__index__"):  # a NumPy integer
         return operator.index(stream)
+    if isinstance(stream, ctypes.c_void_p):  # a raw handle as Numba holds one (None: the null stream)
+        return stream.value or 0
     try:  # an integer only (a float handle is no handle); anything the object raises is one line
         if hasattr(stream, "__cuda_stream__"):
             return operator.index(stream.__cuda_stream__()[1])
