@@ -14,8 +14,8 @@ from typing import Optional
 import torch
 
 from ..errors import BadArgumentError
-from . import calls, sum_calls
-from .operands import shape_text
+from . import calls, checks, sum_calls
+from .operands import DTYPE_TEXT, shape_text
 
 
 @torch.library.custom_op("gemmlab::sgemm", mutates_args=())
@@ -46,36 +46,93 @@ def reduce_sum(x: torch.Tensor) -> torch.Tensor:
     return sum_calls.reduce_sum(x, None, None)
 
 
+_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
+
+
+def _operands(op: str, A, B, C, beta: float, out_dtype) -> tuple[tuple, torch.dtype]:
+    """The result's shape and dtype, after every refusal of the call that the tensors' metadata
+    decides (devices, ranks, dtypes, dimensions, C's shape and type, out_dtype), in the call's
+    words. The fake runs it while torch.compile traces: a compiled graph must not take what the
+    call refuses, nor, the ops being pure, drop a refused call whose result goes unused."""
+    caller = f"torch.ops.gemmlab.{op}"
+    ndim = 3 if op == "bgemm" else 2
+    dtypes = checks.GEMM_DTYPES[op]
+    for x, what in ((A, "A"), (B, "B")) + (((C, "C"),) if C is not None else ()):
+        if x.device.type != "cuda" or x.device != A.device:
+            raise BadArgumentError(f"{what} is on {x.device}; {caller} needs CUDA tensors on one GPU")
+    for x, what in ((A, "A"), (B, "B")):
+        name = _NAMES.get(x.dtype, str(x.dtype).removeprefix("torch."))
+        if name not in dtypes:
+            raise BadArgumentError(f"{what} has dtype {DTYPE_TEXT.get(name, name)}; {caller} needs "
+                                   + " or ".join(DTYPE_TEXT[d] for d in dtypes))
+        if x.dim() != ndim:
+            raise BadArgumentError(f"{what} must be {ndim}-D, got {x.dim()}-D")
+    if A.dtype != B.dtype:
+        raise BadArgumentError(f"A is {_NAMES[A.dtype]} but B is {_NAMES[B.dtype]}: both must have one dtype")
+    sa, sb = tuple(A.shape), tuple(B.shape)
+    _require(sb[:-2] == sa[:-2], lambda: f"A is {shape_text(sa)} but B is {shape_text(sb)}: batch sizes differ")
+    _require(sb[-2] == sa[-1], lambda: f"A is {shape_text(sa)} but B is {shape_text(sb)}: inner dimensions differ")
+    dtype = ("tf32" if _NAMES[A.dtype] == "fp32" else _NAMES[A.dtype]) if op == "hgemm" else "fp32"
+    shape = (*sa[:-1], sb[-1])
+    named = checks.out_name(out_dtype)
+    if C is None:
+        if beta != 0.0:  # as the real op: refused while tracing, not when the graph runs
+            raise BadArgumentError("beta != 0 needs C")
+        out = checks.c_type(op, dtype, named, caller)
+    else:
+        c_name = _NAMES.get(C.dtype, str(C.dtype).removeprefix("torch."))
+        allowed = checks.c_dtypes(op, dtype)
+        if c_name not in allowed:
+            raise BadArgumentError(f"C has dtype {DTYPE_TEXT.get(c_name, c_name)}; {caller} needs "
+                                   + " or ".join(DTYPE_TEXT[d] for d in allowed))
+        if named is not None and c_name != named:
+            raise BadArgumentError(f"C is {DTYPE_TEXT[c_name]} but out_dtype is {DTYPE_TEXT[named]}")
+        _require(tuple(C.shape) == shape, lambda: f"C is {shape_text(C.shape)}, expected {shape_text(shape)}")
+        out = c_name
+    return shape, {v: k for k, v in _NAMES.items()}[out]
+
+
+def _require(holds, message) -> None:
+    """A plain bool that fails: one line. A symbolic one (dynamic shapes while torch.compile
+    traces) becomes torch's check, asserted when the graph runs."""
+    if isinstance(holds, bool):
+        if not holds:
+            raise BadArgumentError(message())
+    else:
+        torch._check(holds, message)
+
+
 def _gemm(op: str, A, B, C, alpha, beta, out_dtype=None):
     """The plain call, functionally: C itself is never written. beta != 0 works on a row-major
     copy of C (the fake's layout, whatever C's); beta == 0 reads no C, whose type is then the
-    result's; beta != 0 without C is refused by the call, as gemmlab.sgemm refuses it."""
-    caller = f"torch.ops.gemmlab.{op}"
+    result's. What the metadata decides is refused first, as the fake refuses it."""
+    _operands(op, A, B, C, beta, out_dtype)
     out = None
     if C is not None:
         if beta != 0.0:
             out = C.clone(memory_format=torch.contiguous_format)
-        else:
-            expected = (*A.shape[:-1], B.shape[-1])
-            if tuple(C.shape) != expected:
-                raise BadArgumentError(f"{caller}: C is {shape_text(C.shape)}, expected {shape_text(expected)}")
-            out_dtype = out_dtype if out_dtype is not None else C.dtype
-    return calls.gemm(op, caller, A, B, out, alpha, beta, None, None, out_dtype)
+        elif out_dtype is None:
+            out_dtype = C.dtype
+    return calls.gemm(op, f"torch.ops.gemmlab.{op}", A, B, out, alpha, beta, None, None, out_dtype)
 
 
-def _fake_gemm(A, B, C=None, alpha=1.0, beta=0.0, out_dtype=None):
-    if C is None and beta != 0.0:  # as the real op: refused while tracing, not when the graph runs
-        raise BadArgumentError("beta != 0 needs C")
-    shape = (*A.shape[:-1], B.shape[-1])
-    dtype = out_dtype or (C.dtype if C is not None else torch.float32)
-    return A.new_empty(shape, dtype=dtype)
+def _fake_of(op: str):
+    def fake(A, B, C=None, alpha=1.0, beta=0.0, out_dtype=None):
+        shape, dtype = _operands(op, A, B, C, beta, out_dtype)
+        return A.new_empty(shape, dtype=dtype)
+    return fake
 
 
-sgemm.register_fake(_fake_gemm)
-hgemm.register_fake(_fake_gemm)
-bgemm.register_fake(_fake_gemm)
+sgemm.register_fake(_fake_of("sgemm"))
+hgemm.register_fake(_fake_of("hgemm"))
+bgemm.register_fake(_fake_of("bgemm"))
 
 
 @reduce_sum.register_fake
 def _fake_sum(x):
+    if x.device.type != "cuda":
+        raise BadArgumentError(f"x is on {x.device}; torch.ops.gemmlab.reduce_sum needs a CUDA tensor")
+    if x.dtype != torch.float32:
+        name = _NAMES.get(x.dtype, str(x.dtype).removeprefix("torch."))
+        raise BadArgumentError(f"x has dtype {DTYPE_TEXT.get(name, name)}; torch.ops.gemmlab.reduce_sum needs float32")
     return x.new_empty((), dtype=torch.float32)
