@@ -70,3 +70,13 @@ def test_a_fake_refuses_what_the_call_refuses(ops, fake, call, says):
 def test_a_fake_gives_the_results_shape_and_dtype(ops, fake, call, shape, dtype):
     out = call(ops)
     assert tuple(out.shape) == shape and out.dtype == dtype and out.device.type == "cuda" and out.is_contiguous()
+
+
+def test_a_torch_without_custom_ops_is_refused_in_one_line(monkeypatch):
+    """torch.library.custom_op and register_fake came in torch 2.4: an older torch raised
+    AttributeError from inside the registration."""
+    from gemmlab.errors import GemmlabError
+
+    monkeypatch.delattr(torch.library, "register_fake")
+    with pytest.raises(GemmlabError, match="needs torch 2.4 or newer"):
+        gemmlab.register_torch_ops()

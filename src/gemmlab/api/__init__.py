@@ -87,9 +87,11 @@ def register_torch_ops() -> None:
     """Register gemmlab::sgemm, gemmlab::hgemm, gemmlab::bgemm and gemmlab::reduce_sum as torch custom
     ops (torch.ops.gemmlab.*), with fake implementations so torch.compile traces through them."""
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         raise GemmlabError("gemmlab.register_torch_ops needs torch: pip install torch") from None
+    if not hasattr(torch.library, "register_fake"):  # custom_op and register_fake came in torch 2.4
+        raise GemmlabError(f"gemmlab.register_torch_ops needs torch 2.4 or newer, not {torch.__version__}")
     from . import torch_ops  # noqa: F401  (registers on import)
 
 
