@@ -168,3 +168,28 @@ def test_cluster_refusals_are_one_line(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert 'pip install "gemmlab[cluster]"' in err
+
+
+def test_a_local_cluster_starts_while_dasks_default_dashboard_port_is_taken():
+    """Without bokeh the scheduler's HTTP server took distributed's default :8787: a second local
+    cluster (another tune, another test run) warned 'Port 8787 is already in use', which failed to
+    start it where warnings are errors (as in this suite's CI)."""
+    import socket
+    import warnings
+
+    taken = socket.socket()
+    try:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("", 8787))
+        taken.listen(1)
+    except OSError:
+        taken.close()
+        taken = None  # in use already (another cluster): the same condition
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            cluster = start_local_cluster(devices=[0], compile_workers=0)
+        cluster.close()
+    finally:
+        if taken is not None:
+            taken.close()

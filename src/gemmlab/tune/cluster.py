@@ -199,8 +199,10 @@ def start_local_cluster(devices: list[int] | None = None, compile_workers: int |
                                                            "env": {"CUDA_VISIBLE_DEVICES": visible_id(d)}}}
     for i in range(compile_workers):
         workers[f"cpu-{i}"] = {"cls": Nanny, "options": {**quiet, "env": {"CUDA_VISIBLE_DEVICES": ""}}}
-    dashboard = ":0" if importlib.util.find_spec("bokeh") is not None else None
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard, "dashboard": dashboard is not None}}
+    # a free port for the scheduler's HTTP server, dashboard or not: without bokeh, None meant
+    # distributed's default :8787, and two local clusters at once (two tunes, two test runs) collided
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0",
+                                               "dashboard": importlib.util.find_spec("bokeh") is not None}}
     # The scheduler reads these when it starts: a worker that dies fails its trial at once
     # (KilledWorker), which the client retries once itself; and workers are not daemonic, since
     # their trials run in a child process (remote.py; a restarted worker is handled there).
