@@ -130,7 +130,8 @@ def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True, named_by
     if tables and integrity:
         problems = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
         if problems != ["ok"]:
-            return f"{path} is damaged (SQLite quick_check: {problems[0]}); name another one with {named_by}"
+            first = " ".join(problems[0].split())  # SQLite's report may span lines: one line here
+            return f"{path} is damaged (SQLite quick_check: {first}); name another one with {named_by}"
     return None
 
 

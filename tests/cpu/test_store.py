@@ -517,3 +517,26 @@ def test_a_wal_with_rows_and_no_shm_in_a_read_only_folder_is_refused_not_read_st
             ResultStore(path, integrity=False, write=False)
     finally:
         undo()
+
+
+def test_a_damage_report_of_several_lines_is_refused_in_one(tmp_path):
+    """quick_check's first row may hold several lines ('*** in database main ***' then the page)."""
+    from gemmlab.store import refusal
+
+    path = _tuned_db(tmp_path / "t.db")
+
+    class Reporting:  # the file's own answers, and a damage report of two lines
+        def __init__(self, db):
+            self.db = db
+            self.in_transaction = db.in_transaction
+
+        def execute(self, sql):
+            if sql.startswith("PRAGMA quick_check"):
+                return [("*** in database main ***\nOn tree page 3 cell 0: invalid page number 99",)]
+            return self.db.execute(sql)
+
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        why = refusal(Reporting(db), path)
+    assert "\n" not in why
+    assert why.endswith("is damaged (SQLite quick_check: *** in database main *** On tree page 3 cell 0: "
+                        "invalid page number 99); name another one with --db")
