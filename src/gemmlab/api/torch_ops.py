@@ -61,10 +61,7 @@ def _operands(op: str, A, B, C, beta: float, out_dtype) -> tuple[tuple, torch.dt
         if x.device.type != "cuda" or x.device != A.device:
             raise BadArgumentError(f"{what} is on {x.device}; {caller} needs CUDA tensors on one GPU")
     for x, what in ((A, "A"), (B, "B")):
-        name = _NAMES.get(x.dtype, str(x.dtype).removeprefix("torch."))
-        if name not in dtypes:
-            raise BadArgumentError(f"{what} has dtype {DTYPE_TEXT.get(name, name)}; {caller} needs "
-                                   + " or ".join(DTYPE_TEXT[d] for d in dtypes))
+        _dtype_of(x, what, dtypes, caller)
         if x.dim() != ndim:
             raise BadArgumentError(f"{what} must be {ndim}-D, got {x.dim()}-D")
     if A.dtype != B.dtype:
@@ -80,16 +77,21 @@ def _operands(op: str, A, B, C, beta: float, out_dtype) -> tuple[tuple, torch.dt
             raise BadArgumentError("beta != 0 needs C")
         out = checks.c_type(op, dtype, named, caller)
     else:
-        c_name = _NAMES.get(C.dtype, str(C.dtype).removeprefix("torch."))
-        allowed = checks.c_dtypes(op, dtype)
-        if c_name not in allowed:
-            raise BadArgumentError(f"C has dtype {DTYPE_TEXT.get(c_name, c_name)}; {caller} needs "
-                                   + " or ".join(DTYPE_TEXT[d] for d in allowed))
+        c_name = _dtype_of(C, "C", checks.c_dtypes(op, dtype), caller)
         if named is not None and c_name != named:
             raise BadArgumentError(f"C is {DTYPE_TEXT[c_name]} but out_dtype is {DTYPE_TEXT[named]}")
         _require(tuple(C.shape) == shape, lambda: f"C is {shape_text(C.shape)}, expected {shape_text(shape)}")
         out = c_name
     return shape, {v: k for k, v in _NAMES.items()}[out]
+
+
+def _dtype_of(x, what: str, dtypes: tuple[str, ...], caller: str) -> str:
+    """x's dtype as gemmlab names it, refused in the call's words where it is not one of `dtypes`."""
+    name = _NAMES.get(x.dtype, str(x.dtype).removeprefix("torch."))
+    if name not in dtypes:
+        raise BadArgumentError(f"{what} has dtype {DTYPE_TEXT.get(name, name)}; {caller} needs "
+                               + " or ".join(DTYPE_TEXT[d] for d in dtypes))
+    return name
 
 
 def _require(holds, message) -> None:
@@ -132,7 +134,5 @@ bgemm.register_fake(_fake_of("bgemm"))
 def _fake_sum(x):
     if x.device.type != "cuda":
         raise BadArgumentError(f"x is on {x.device}; torch.ops.gemmlab.reduce_sum needs a CUDA tensor")
-    if x.dtype != torch.float32:
-        name = _NAMES.get(x.dtype, str(x.dtype).removeprefix("torch."))
-        raise BadArgumentError(f"x has dtype {DTYPE_TEXT.get(name, name)}; torch.ops.gemmlab.reduce_sum needs float32")
+    _dtype_of(x, "x", ("fp32",), "torch.ops.gemmlab.reduce_sum")
     return x.new_empty((), dtype=torch.float32)
