@@ -250,9 +250,10 @@ class ResultStore:
             elif name in BOOL_COLUMNS and value is not None:
                 value = int(bool(value))
             row[name] = value
+        names = ", ".join(row)
+        marks = ", ".join("?" * len(row))
         with self._lock:
-            cur = self._db.execute(f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                                   tuple(row.values()))
+            cur = self._db.execute(f"INSERT INTO results ({names}) VALUES ({marks})", tuple(row.values()))
         return cur.lastrowid
 
     # -- reading ----------------------------------------------------------------------
@@ -267,8 +268,13 @@ class ResultStore:
         sql = "SELECT * FROM results" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
-        return [{**dict(r), **{name: json.loads(r[name]) if r[name] is not None else None for name in JSON_COLUMNS}}
-                for r in rows]
+        out = []
+        for r in rows:
+            d = dict(r)
+            for name in JSON_COLUMNS:
+                d[name] = json.loads(d[name]) if d[name] is not None else None
+            out.append(d)
+        return out
 
     def query(self, sql: str, args: Iterable[Any] = ()) -> list[dict]:
         """Rows of a read-only SQL query as dicts (JSON columns left as text)."""

@@ -51,6 +51,22 @@ def _expected(A, value):
     return np.repeat(cp.asnumpy(A).astype(np.float64).sum(axis=1, keepdims=True) * value, N, axis=1)
 
 
+def _ones_b_nan_c():
+    """A, B all ones, an uninitialised C (the tests poison it after their warm-ups), three streams."""
+    A, B, streams = _operands()
+    B.fill(1.0)
+    return A, B, cp.empty((M, N), dtype=cp.float32), streams
+
+
+def _replayed(stream, run):
+    """run() captured on `stream`, the graph then launched there and waited for."""
+    stream.begin_capture()
+    run()
+    graph = stream.end_capture()
+    graph.launch(stream=stream)
+    stream.synchronize()
+
+
 def test_a_call_waits_for_the_stream_b_names():
     A, B, (s1, s2, _) = _operands()
     gemmlab.sgemm(OnStream(A, s1), OnStream(B, s1))  # compiled and warm: the call below takes microseconds
@@ -95,38 +111,26 @@ def test_a_plan_waits_for_the_stream_b_names_at_each_execute():
 def test_a_capture_of_the_calls_stream_is_not_broken_by_the_streams_producers_name():
     # ordering with another stream under a capture would wait on an event from outside it, or
     # fork a producer's stream into it that never joins (end_capture fails): nothing is ordered
-    A, B, (s1, s2, s3) = _operands()
-    B.fill(1.0)
-    C = cp.empty((M, N), dtype=cp.float32)
+    A, B, C, (s1, s2, s3) = _ones_b_nan_c()
     plan = gemmlab.Matmul(OnStream(A, s1), OnStream(B, s2), OnStream(C, s3))
     plan.execute()
     gemmlab.sgemm(OnStream(A, s1), OnStream(B, s2), OnStream(C, s3))  # both warm: nothing built under the capture
     C.fill(np.nan)
     cp.cuda.Device().synchronize()
     for run in (plan.execute, lambda: gemmlab.sgemm(OnStream(A, s1), OnStream(B, s2), OnStream(C, s3), alpha=2.0)):
-        s1.begin_capture()
-        run()
-        graph = s1.end_capture()
-        graph.launch(stream=s1)
-        s1.synchronize()
+        _replayed(s1, run)
     np.testing.assert_allclose(cp.asnumpy(C), _expected(A, 2.0), rtol=1e-4, atol=1e-3)
 
 
 def test_a_plan_rebound_to_operands_naming_another_stream_runs_on_it_and_is_captured_there():
     # the plan kept the stream of the A it was made with: the launch went to s1, forked from the
     # capture of s2 by an event, and the capture ended with that work unjoined
-    A, B, (s1, s2, _) = _operands()
-    B.fill(1.0)
-    C = cp.empty((M, N), dtype=cp.float32)
+    A, B, C, (s1, s2, _) = _ones_b_nan_c()
     plan = gemmlab.Matmul(OnStream(A, s1), OnStream(B, s1), OnStream(C, s1))
     plan.execute()
     C.fill(np.nan)
     cp.cuda.Device().synchronize()
-    s2.begin_capture()
-    plan.execute(A=OnStream(A, s2), B=OnStream(B, s2), C=OnStream(C, s2), alpha=2.0)
-    graph = s2.end_capture()
-    graph.launch(stream=s2)
-    s2.synchronize()
+    _replayed(s2, lambda: plan.execute(A=OnStream(A, s2), B=OnStream(B, s2), C=OnStream(C, s2), alpha=2.0))
     np.testing.assert_allclose(cp.asnumpy(C), _expected(A, 2.0), rtol=1e-4, atol=1e-3)
 
 

@@ -13,7 +13,7 @@ from ..problem import MAX_DIM, MAX_DIM_TEXT  # the problems' own bound: 32-bit M
 from .core import _state
 from .operands import DTYPE_TEXT as DTYPE_NAMES
 from .interface import ITEMSIZE, may_share
-from .operands import Operand, check, element_strides, new_output, read, shape_text, transposed
+from .operands import Operand, element_strides, new_output, read, shape_text, transposed
 
 GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": ("fp32",)}
 
@@ -76,6 +76,22 @@ def gemm_op_of(A, caller: str) -> str:
     return "bgemm" if len(first.shape) == 3 else ("hgemm" if first.dtype in ("fp16", "bf16") else "sgemm")
 
 
+def check(op: Operand, what: str, dtypes: tuple[str, ...], ndim: int | None, caller: str, device: int) -> None:
+    """Refuse a dtype outside `dtypes`, another rank than `ndim`, an array on another GPU."""
+    check_kind(op.dtype, op.shape, what, dtypes, ndim, caller)
+    if op.device != device:
+        raise BadArgumentError(f"{what} is on GPU {op.device}, gemmlab runs on GPU {device}")
+
+
+def check_kind(dtype: str, shape: tuple, what: str, dtypes: tuple[str, ...], ndim: int | None, caller: str) -> None:
+    """check() on an array's type and shape alone (also what the torch ops' fakes have to check)."""
+    if dtype not in dtypes:
+        raise BadArgumentError(f"{what} has dtype {DTYPE_NAMES.get(dtype, dtype)}; {caller} needs "
+                               + " or ".join(DTYPE_NAMES[d] for d in dtypes))
+    if ndim is not None and len(shape) != ndim:
+        raise BadArgumentError(f"{what} must be {ndim}-D, got {len(shape)}-D")
+
+
 def gemm_operands(op_name: str, caller: str, A, B):
     """A and B read and checked; (a, b, dims, dtype) with dims (M, N, K[, batch])."""
     a, b = read(A, "A", caller), read(B, "B", caller)
@@ -84,19 +100,24 @@ def gemm_operands(op_name: str, caller: str, A, B):
     device = _state["device"]
     check(a, "A", dtypes, ndim, caller, device)
     check(b, "B", dtypes, ndim, caller, device)
-    if a.dtype != b.dtype:
-        raise BadArgumentError(f"A is {a.dtype} but B is {b.dtype}: both must have one dtype")
-    sa, sb = a.shape, b.shape
+    dims, dtype = gemm_dims(op_name, caller, a.dtype, a.shape, b.dtype, b.shape)
+    return a, b, dims, dtype
+
+
+def gemm_dims(op_name: str, caller: str, a_dtype: str, sa: tuple, b_dtype: str, sb: tuple) -> tuple[tuple, str]:
+    """(dims (M, N, K[, batch]), the problem's dtype) from A's and B's checked types and shapes, or
+    one line: two dtypes, batch or inner dimensions that differ, dimensions past the kernels'."""
+    if a_dtype != b_dtype:
+        raise BadArgumentError(f"A is {a_dtype} but B is {b_dtype}: both must have one dtype")
     if sb[:-2] != sa[:-2]:
         raise BadArgumentError(f"A is {shape_text(sa)} but B is {shape_text(sb)}: batch sizes differ")
     if sb[-2] != sa[-1]:
         raise BadArgumentError(f"A is {shape_text(sa)} but B is {shape_text(sb)}: inner dimensions differ")
-    dims = (sa[-2], sb[-1], sa[-1]) + ((sa[0],) if ndim == 3 else ())
+    dims = (sa[-2], sb[-1], sa[-1]) + ((sa[0],) if len(sa) == 3 else ())
     if max(dims) > MAX_DIM:
         raise BadArgumentError(f"A is {shape_text(sa)} and B is {shape_text(sb)}: {caller} takes dimensions up "
                                f"to {MAX_DIM_TEXT}")
-    dtype = ("tf32" if a.dtype == "fp32" else a.dtype) if op_name == "hgemm" else "fp32"
-    return a, b, dims, dtype
+    return dims, ("tf32" if a_dtype == "fp32" else a_dtype) if op_name == "hgemm" else "fp32"
 
 
 # The names out_dtype takes (torch and NumPy dtypes are read through their names).
@@ -156,7 +177,7 @@ def output_operand(C, a: Operand, shape: tuple, beta: float, caller: str, op_nam
         return new_output(a, shape, dtype=c_dtype)
     c = read(C, "C", caller)
     check(c, "C", c_dtypes(op_name, dtype), len(shape), caller, _state["device"])
-    check_given_c(c, shape, out)
+    check_given_c(c.dtype, c.shape, shape, out)
     writable(c, "C", caller)
     return c
 
@@ -166,12 +187,12 @@ def c_shape(op_name: str, dims: tuple) -> tuple:
     return (dims[3], dims[0], dims[1]) if op_name == "bgemm" else (dims[0], dims[1])
 
 
-def check_given_c(c: Operand, shape: tuple, out: str | None) -> None:
+def check_given_c(c_dtype: str, c_shape: tuple, shape: tuple, out: str | None) -> None:
     """A given C of another type than out_dtype names, or of another shape than the problem's: one line."""
-    if out is not None and c.dtype != out:
-        raise BadArgumentError(f"C is {DTYPE_NAMES.get(c.dtype, c.dtype)} but out_dtype is {DTYPE_NAMES[out]}")
-    if c.shape != shape:
-        raise BadArgumentError(f"C is {shape_text(c.shape)}, expected {shape_text(shape)}")
+    if out is not None and c_dtype != out:
+        raise BadArgumentError(f"C is {DTYPE_NAMES.get(c_dtype, c_dtype)} but out_dtype is {DTYPE_NAMES[out]}")
+    if c_shape != shape:
+        raise BadArgumentError(f"C is {shape_text(c_shape)}, expected {shape_text(shape)}")
 
 
 def writable(c: Operand, what: str, caller: str) -> None:

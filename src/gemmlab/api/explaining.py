@@ -95,7 +95,7 @@ def _c_type(op: str, dtype: str, dims: tuple, C, out_dtype) -> str:
     named = checks.out_name(out_dtype)
     if C is not None:
         c = checks.read(C, "C", "gemmlab.explain")
-        checks.check_given_c(c, checks.c_shape(op, dims), named)
+        checks.check_given_c(c.dtype, c.shape, checks.c_shape(op, dims), named)
         named = c.dtype
     return checks.c_type(op, dtype, named, f"gemmlab.{op}")
 

@@ -175,17 +175,6 @@ def read(x: Any, what: str, caller: str) -> Operand:
     return reader(x, what, caller)
 
 
-def check(op: Operand, what: str, dtypes: tuple[str, ...], ndim: int | None, caller: str, device: int) -> None:
-    """Refuse a dtype outside `dtypes`, another rank than `ndim`, an array on another GPU."""
-    if op.dtype not in dtypes:
-        raise BadArgumentError(f"{what} has dtype {DTYPE_TEXT.get(op.dtype, op.dtype)}; {caller} needs "
-                               + " or ".join(DTYPE_TEXT[d] for d in dtypes))
-    if ndim is not None and len(op.shape) != ndim:
-        raise BadArgumentError(f"{what} must be {ndim}-D, got {len(op.shape)}-D")
-    if op.device != device:
-        raise BadArgumentError(f"{what} is on GPU {op.device}, gemmlab runs on GPU {device}")
-
-
 def transposed(op: Operand) -> bool:
     """Whether a 2-D operand is the transpose of a contiguous, 16-byte aligned matrix (torch's
     W.T, CuPy's W.T or an F-order array): what cuBLAS, and for B the TMA rungs that take layout

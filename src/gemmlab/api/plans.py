@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from ..errors import BadArgumentError
 from . import checks, core, dispatch, streams, tuning
-from .operands import ALIGN, Operand, check, current_stream_reader, new_output, read, shape_text, transposed
+from .operands import ALIGN, Operand, current_stream_reader, new_output, read, shape_text, transposed
 
 
 def _dense(op: Operand, what: str) -> Operand:
@@ -54,7 +54,7 @@ class _Plan:
         if new.shape != old.shape or new.dtype != old.dtype:
             raise BadArgumentError(f"{what} is {shape_text(new.shape)} {new.dtype}; this plan was made for "
                                    f"{shape_text(old.shape)} {old.dtype}")
-        check(new, what, dtypes, len(old.shape), self.caller, core._state["device"])
+        checks.check(new, what, dtypes, len(old.shape), self.caller, core._state["device"])
         if what == "C":
             checks.writable(new, what, self.caller)
         if as_transposed:

@@ -15,7 +15,6 @@ import torch
 
 from ..errors import BadArgumentError
 from . import calls, checks, sum_calls
-from .operands import DTYPE_TEXT, shape_text
 
 
 @torch.library.custom_op("gemmlab::sgemm", mutates_args=())
@@ -47,61 +46,39 @@ def reduce_sum(x: torch.Tensor) -> torch.Tensor:
 
 
 _NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
+_TORCH = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def _name(x) -> str:
+    """x's dtype as gemmlab names it (a type it does not take by torch's own name)."""
+    return _NAMES.get(x.dtype) or str(x.dtype).removeprefix("torch.")
 
 
 def _operands(op: str, A, B, C, beta: float, out_dtype) -> tuple[tuple, torch.dtype]:
     """The result's shape and dtype, after every refusal of the call that the tensors' metadata
-    decides (devices, ranks, dtypes, dimensions, C's shape and type, out_dtype), in the call's
-    words. The fake runs it while torch.compile traces: a compiled graph must not take what the
-    call refuses, nor, the ops being pure, drop a refused call whose result goes unused."""
+    decides (devices, ranks, dtypes, dimensions, C's shape and type, out_dtype): the calls' own
+    checks (api/checks.py), on the metadata. The fake runs it while torch.compile traces: a
+    compiled graph must not take what the call refuses, nor, the ops being pure, drop a refused
+    call whose result goes unused. Symbolic sizes compared here become the graph's guards."""
     caller = f"torch.ops.gemmlab.{op}"
-    ndim = 3 if op == "bgemm" else 2
-    dtypes = checks.GEMM_DTYPES[op]
     for x, what in ((A, "A"), (B, "B")) + (((C, "C"),) if C is not None else ()):
         if x.device.type != "cuda" or x.device != A.device:
             raise BadArgumentError(f"{what} is on {x.device}; {caller} needs CUDA tensors on one GPU")
-    for x, what in ((A, "A"), (B, "B")):
-        _dtype_of(x, what, dtypes, caller)
-        if x.dim() != ndim:
-            raise BadArgumentError(f"{what} must be {ndim}-D, got {x.dim()}-D")
-    if A.dtype != B.dtype:
-        raise BadArgumentError(f"A is {_NAMES[A.dtype]} but B is {_NAMES[B.dtype]}: both must have one dtype")
+    ndim = 3 if op == "bgemm" else 2
     sa, sb = tuple(A.shape), tuple(B.shape)
-    _require(sb[:-2] == sa[:-2], lambda: f"A is {shape_text(sa)} but B is {shape_text(sb)}: batch sizes differ")
-    _require(sb[-2] == sa[-1], lambda: f"A is {shape_text(sa)} but B is {shape_text(sb)}: inner dimensions differ")
-    dtype = ("tf32" if _NAMES[A.dtype] == "fp32" else _NAMES[A.dtype]) if op == "hgemm" else "fp32"
-    shape = (*sa[:-1], sb[-1])
-    named = checks.out_name(out_dtype)
+    checks.check_kind(_name(A), sa, "A", checks.GEMM_DTYPES[op], ndim, caller)
+    checks.check_kind(_name(B), sb, "B", checks.GEMM_DTYPES[op], ndim, caller)
+    dims, dtype = checks.gemm_dims(op, caller, _name(A), sa, _name(B), sb)
+    shape, named = checks.c_shape(op, dims), checks.out_name(out_dtype)
+    out = checks.c_type(op, dtype, named, caller)
     if C is None:
         if beta != 0.0:  # as the real op: refused while tracing, not when the graph runs
             raise BadArgumentError("beta != 0 needs C")
-        out = checks.c_type(op, dtype, named, caller)
     else:
-        c_name = _dtype_of(C, "C", checks.c_dtypes(op, dtype), caller)
-        if named is not None and c_name != named:
-            raise BadArgumentError(f"C is {DTYPE_TEXT[c_name]} but out_dtype is {DTYPE_TEXT[named]}")
-        _require(tuple(C.shape) == shape, lambda: f"C is {shape_text(C.shape)}, expected {shape_text(shape)}")
-        out = c_name
-    return shape, {v: k for k, v in _NAMES.items()}[out]
-
-
-def _dtype_of(x, what: str, dtypes: tuple[str, ...], caller: str) -> str:
-    """x's dtype as gemmlab names it, refused in the call's words where it is not one of `dtypes`."""
-    name = _NAMES.get(x.dtype, str(x.dtype).removeprefix("torch."))
-    if name not in dtypes:
-        raise BadArgumentError(f"{what} has dtype {DTYPE_TEXT.get(name, name)}; {caller} needs "
-                               + " or ".join(DTYPE_TEXT[d] for d in dtypes))
-    return name
-
-
-def _require(holds, message) -> None:
-    """A plain bool that fails: one line. A symbolic one (dynamic shapes while torch.compile
-    traces) becomes torch's check, asserted when the graph runs."""
-    if isinstance(holds, bool):
-        if not holds:
-            raise BadArgumentError(message())
-    else:
-        torch._check(holds, message)
+        out, c_shape = _name(C), tuple(C.shape)
+        checks.check_kind(out, c_shape, "C", checks.c_dtypes(op, dtype), len(shape), caller)
+        checks.check_given_c(out, c_shape, shape, named)
+    return shape, _TORCH[out]
 
 
 def _gemm(op: str, A, B, C, alpha, beta, out_dtype=None):
@@ -134,5 +111,5 @@ bgemm.register_fake(_fake_of("bgemm"))
 def _fake_sum(x):
     if x.device.type != "cuda":
         raise BadArgumentError(f"x is on {x.device}; torch.ops.gemmlab.reduce_sum needs a CUDA tensor")
-    _dtype_of(x, "x", ("fp32",), "torch.ops.gemmlab.reduce_sum")
+    checks.check_kind(_name(x), tuple(x.shape), "x", ("fp32",), None, "torch.ops.gemmlab.reduce_sum")
     return x.new_empty((), dtype=torch.float32)

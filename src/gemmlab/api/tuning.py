@@ -61,9 +61,16 @@ def describe() -> str:
     db = database()
     if db is None:
         return "no database named (gemmlab.use_tuning(path) or GEMMLAB_DB); the shipped table's parameters"
-    missing = ": no such file, so the shipped table's parameters" if not Path(db).is_file() else \
-        ": an empty file, so the shipped table's parameters" if Path(db).stat().st_size == 0 else ""
+    absent = {"missing": ": no such file", "empty": ": an empty file"}.get(_absent(db))
+    missing = f"{absent}, so the shipped table's parameters" if absent else ""
     return f"{db} ({'use_tuning' if _named else 'GEMMLAB_DB'}){missing}"
+
+
+def _absent(db: str) -> str:
+    """Why a named database has no tuned results to read: "missing", "empty" (a tune about to
+    write it), or "" for a file to read."""
+    path = Path(db)
+    return "missing" if not path.is_file() else "empty" if path.stat().st_size == 0 else ""
 
 
 def tuned_params(spec, problem, gpu: str) -> dict | None:
@@ -80,7 +87,7 @@ def tuned_params(spec, problem, gpu: str) -> dict | None:
 
         found = None
         source = "gemmlab.use_tuning(path)" if _named else "GEMMLAB_DB"
-        if not Path(db).is_file() or Path(db).stat().st_size == 0:  # empty: no results, as a tune making it
+        if _absent(db):
             _warn_missing(db)
         else:
             try:
@@ -105,6 +112,6 @@ def _warn_missing(db: str) -> None:
             return
         _warned.add(db)
     source = "gemmlab.use_tuning" if _named else "GEMMLAB_DB"
-    what = f"no tuning database at {db}" if not Path(db).is_file() else f"the tuning database {db} is empty"
+    what = f"no tuning database at {db}" if _absent(db) == "missing" else f"the tuning database {db} is empty"
     warnings.warn(f"gemmlab: {what} (named by {source}): the shipped table's parameters serve",
                   UserWarning, stacklevel=2)
