@@ -81,6 +81,13 @@ fi
 (cd "$root" && "$py" -m pytest "${targets[@]}" "${skip[@]}" -q -rs --durations=12 -p no:cacheprovider 2>&1) \
     | tee "$out/pytest.log" || status=1
 tail -n 1 "$out/pytest.log" >> "$out/summary.txt"
+# where the stream tests ran: each with the piece it guards turned off must fail (about 30 s)
+if [[ " ${targets[*]} " =~ " tests"(/gpu)?" " || " ${targets[*]} " == *" tests/gpu/test_api_cai_streams.py "* ]]; then
+    echo "== stream test mutations" | tee -a "$out/pytest.log"
+    PYTHON="$py" "$root/scripts/stream_test_mutations.sh" 2>&1 | tee -a "$out/pytest.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] && echo "stream test mutations: all failed as expected" >> "$out/summary.txt" \
+        || { echo "stream test mutations: NOT as expected (pytest.log)" >> "$out/summary.txt"; status=1; }
+fi
 fi
 
 if [[ " $parts " == *" sanitizer"* ]]; then

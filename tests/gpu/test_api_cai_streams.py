@@ -143,6 +143,8 @@ def test_xs_producer_waits_for_a_sum_plan():
     plan.execute(stream=s1)  # compiled and warm
     plan.result.fill(np.nan)  # a sum that did not run would not pass for one that did
     scratch = cp.empty(1, dtype=cp.float32)  # made now (and kept): no allocation below to synchronise the device
+    with s2:  # the producer's fill kernel compiled now: compiled below, it took 155 ms (H100, session
+        cp.empty_like(x).fill(np.nan)  # 35), outlasting the late kernel, and the test passed unordered
     cp.cuda.Device().synchronize()
     _late_fill(scratch, 0.0, s1)  # the sum starts ~60 ms from now
     total = plan.execute(stream=s1)
