@@ -5,7 +5,8 @@ Each is functional (returns a new tensor; C, when given, is read, never written)
 can reorder and capture it, and each has a fake implementation that gives the output's shape and
 dtype without running, so torch.compile(fullgraph=True) traces through it with no graph break.
 The real implementation is the plain call on the current torch stream, so a CUDA graph
-(torch.cuda.graph, or torch.compile's "reduce-overhead" mode) records its launches.
+(torch.cuda.graph, or torch.compile's "reduce-overhead" mode) records its launches. Their
+gradients are the ops again (api/torch_grads.py).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Optional
 import torch
 
 from ..errors import BadArgumentError
-from . import calls, checks, sum_calls
+from . import calls, checks, sum_calls, torch_grads
 
 
 @torch.library.custom_op("gemmlab::sgemm", mutates_args=())
@@ -113,3 +114,6 @@ def _fake_sum(x):
         raise BadArgumentError(f"x is on {x.device}; torch.ops.gemmlab.reduce_sum needs a CUDA tensor")
     checks.check_kind(_name(x), tuple(x.shape), "x", ("fp32",), None, "torch.ops.gemmlab.reduce_sum")
     return x.new_empty((), dtype=torch.float32)
+
+
+torch_grads.register(sgemm, hgemm, bgemm, reduce_sum)

@@ -1,0 +1,146 @@
+"""The torch custom ops' autograd formulas (api/torch_grads.py), without a GPU: the ops' bodies
+are replaced by torch's own products on CPU tensors, so what is checked is gemmlab's part, the
+backward (which input gets which product, the transposes, alpha and beta, the gradients' types),
+numerically by torch.autograd.gradcheck in fp64; and, on fake CUDA tensors, that the real fakes
+take every call a backward makes. The GPU test (tests/gpu/test_api_torch_grads.py) runs the
+real kernels. Needs torch (a CPU build serves); skips without it."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch custom ops need torch (a CPU build serves)")
+
+import gemmlab  # noqa: E402
+from gemmlab.api import sum_calls, torch_ops  # noqa: E402 (importing torch_ops registers the ops)
+
+F64, F32, BF16, F16 = torch.float64, torch.float32, torch.bfloat16, torch.float16
+
+
+def _torch_gemm(op, A, B, C, alpha, beta, out_dtype=None):
+    """The plain call's result by torch, in the call's result type (fp64 kept for gradcheck)."""
+    acc = F64 if A.dtype == F64 else F32
+    r = alpha * torch.matmul(A.to(acc), B.to(acc))
+    if C is not None and beta != 0.0:
+        r = r + beta * C.to(acc)
+    dtype = out_dtype or (C.dtype if C is not None else acc)
+    return r.to(dtype)
+
+
+@pytest.fixture
+def ops(monkeypatch):
+    gemmlab.register_torch_ops()
+    monkeypatch.setattr(torch_ops, "_gemm", _torch_gemm)
+    monkeypatch.setattr(sum_calls, "reduce_sum", lambda x, impl, params: x.sum())
+    return torch.ops.gemmlab
+
+
+def _leaf(*shape, dtype=F64, seed=0):
+    g = torch.Generator().manual_seed(seed + 7 * len(shape) + sum(shape))
+    return (torch.rand(*shape, generator=g, dtype=F64) - 0.5).to(dtype).requires_grad_()
+
+
+@pytest.mark.parametrize("alpha, beta", [(1.0, 0.0), (0.5, 2.0), (-1.5, -0.25)])
+def test_sgemm_gradients(ops, alpha, beta):
+    A, B, C = _leaf(4, 3), _leaf(3, 5), _leaf(4, 5)
+    assert torch.autograd.gradcheck(lambda a, b, c: ops.sgemm(a, b, c, alpha, beta), (A, B, C))
+    assert torch.autograd.gradgradcheck(lambda a, b, c: ops.sgemm(a, b, c, alpha, beta), (A, B, C))
+
+
+def test_sgemm_gradients_through_transposed_views(ops):
+    # x @ W.T, the layout of torch.nn.functional.linear: W's gradient comes back through the view
+    x, W = _leaf(4, 3), _leaf(5, 3)
+    assert torch.autograd.gradcheck(lambda x, w: ops.sgemm(x, w.T, None, 0.75, 0.0), (x, W))
+    assert torch.autograd.gradcheck(lambda w, b: ops.sgemm(w.T, b, None, 1.0, 0.0), (W, _leaf(5, 2)))
+
+
+def test_bgemm_gradients(ops):
+    A, B, C = _leaf(2, 4, 3), _leaf(2, 3, 5), _leaf(2, 4, 5)
+    assert torch.autograd.gradcheck(lambda a, b, c: ops.bgemm(a, b, c, 0.5, 2.0), (A, B, C))
+
+
+def test_reduce_sum_gradient(ops):
+    x = _leaf(3, 7)
+    assert torch.autograd.gradcheck(ops.reduce_sum, (x,))
+    ops.reduce_sum(x).backward()
+    assert torch.equal(x.grad, torch.ones_like(x))
+
+
+def test_hgemm_fp32_inputs_keep_fp32_gradients(ops):
+    # fp32 inputs are hgemm's tf32 case: g is not rounded; gradcheck in fp64 reads the formula
+    A, B, C = _leaf(4, 3), _leaf(3, 5), _leaf(4, 5)
+    assert torch.autograd.gradcheck(lambda a, b, c: ops.hgemm(a, b, c, 0.5, 2.0), (A, B, C))
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16])
+@pytest.mark.parametrize("out_dtype", [None, "same"])
+def test_hgemm_16bit_gradients_are_of_the_inputs_type_and_match_torch(ops, dtype, out_dtype):
+    out_dtype = dtype if out_dtype == "same" else None
+    A, B = _leaf(6, 8, dtype=dtype, seed=1), _leaf(8, 4, dtype=dtype, seed=2)
+    C = _leaf(6, 4, dtype=out_dtype or F32, seed=3)
+    out = ops.hgemm(A, B, C, 0.5, 2.0, out_dtype)
+    g = torch.rand(out.shape, generator=torch.Generator().manual_seed(4)).to(out.dtype)
+    out.backward(g)
+    gi = g.to(dtype).double()  # the formula rounds g to the inputs' type first
+    assert A.grad.dtype == dtype and B.grad.dtype == dtype and C.grad.dtype == C.dtype
+    torch.testing.assert_close(A.grad.double(), 0.5 * gi @ B.detach().double().T, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(B.grad.double(), 0.5 * A.detach().double().T @ gi, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(C.grad.double(), 2.0 * g.double(), rtol=1e-2, atol=1e-2)
+
+
+def test_beta_zero_gives_c_no_gradient(ops):
+    # C is not read when beta == 0 (NaN in it stays out of the result), so it gets none
+    A, B, C = _leaf(4, 3), _leaf(3, 5), _leaf(4, 5)
+    ops.sgemm(A, B, C, 1.0, 0.0).sum().backward()
+    assert C.grad is None and A.grad is not None and B.grad is not None
+
+
+def test_only_the_gradients_asked_for_are_computed(ops, monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch_ops, "_gemm", lambda *a, **k: calls.append(a[0]) or _torch_gemm(*a, **k))
+    A, B = _leaf(4, 3), _leaf(3, 5).detach()
+    ops.sgemm(A, B, None, 1.0, 0.0).sum().backward()
+    assert calls == ["sgemm", "sgemm"] and B.grad is None and A.grad is not None  # forward, dA
+
+
+@pytest.fixture
+def fake():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    gemmlab.register_torch_ops()
+    with FakeTensorMode():
+        yield
+
+
+def _cuda(*shape, dtype=F32):
+    return torch.empty(*shape, device="cuda", dtype=dtype)
+
+
+def _backward(formula, A, B, C, g, alpha=0.5, beta=2.0):
+    """A formula run as autograd would run it (autograd's engine itself needs a real GPU for CUDA
+    tensors, fake or not: it starts a device thread)."""
+    from types import SimpleNamespace
+
+    ctx = SimpleNamespace(saved_tensors=(A, B), alpha=alpha, beta=beta, c_dtype=C.dtype,
+                          needs_input_grad=(True, True, True, False, False, False))
+    return formula(ctx, g)
+
+
+@pytest.mark.parametrize("dtype, out_dtype", [(F32, F32), (BF16, F32), (F16, F32), (BF16, BF16), (F16, F16)])
+def test_the_fakes_take_every_call_an_hgemm_backward_makes(fake, dtype, out_dtype):
+    # g against the transposed views passes the real fakes' checks; the gradients come back in
+    # the leaves' shapes and types
+    from gemmlab.api.torch_grads import _hgemm_backward
+
+    A, B, C = _cuda(6, 8, dtype=dtype), _cuda(8, 4, dtype=dtype), _cuda(6, 4, dtype=out_dtype)
+    dA, dB, dC, *rest = _backward(_hgemm_backward, A, B, C, _cuda(6, 4, dtype=out_dtype))
+    assert [(tuple(t.shape), t.dtype) for t in (dA, dB, dC)] == [((6, 8), dtype), ((8, 4), dtype), ((6, 4), out_dtype)]
+    assert rest == [None, None, None]
+
+
+def test_the_fakes_take_every_call_an_sgemm_or_bgemm_backward_makes(fake):
+    from gemmlab.api.torch_grads import _bgemm_backward, _sgemm_backward
+
+    grads = _backward(_sgemm_backward, _cuda(6, 8), _cuda(8, 4), _cuda(6, 4), _cuda(6, 4))
+    assert [tuple(t.shape) for t in grads[:3]] == [(6, 8), (8, 4), (6, 4)] and grads[3:] == (None, None)
+    grads = _backward(_bgemm_backward, _cuda(2, 6, 8), _cuda(2, 8, 4), _cuda(2, 6, 4), _cuda(2, 6, 4))
+    assert [tuple(t.shape) for t in grads[:3]] == [(2, 6, 8), (2, 8, 4), (2, 6, 4)]
