@@ -50,6 +50,7 @@ F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
     (lambda o: o.sgemm(cuda(4, 3), torch.empty(3, 5)), "B is on cpu; .* needs CUDA tensors"),
     (lambda o: o.sgemm(cuda(4, 3), cuda(3, 5), None, 1.0, 1.0), "beta != 0 needs C"),
     (lambda o: o.reduce_sum(cuda(8, dtype=F16)), "x has dtype float16; .* needs float32"),
+    (lambda o: o.reduce_sum(torch.empty(8)), "x is on cpu; .* needs a CUDA tensor"),
 ])
 def test_a_fake_refuses_what_the_call_refuses(ops, fake, call, says):
     with pytest.raises(BadArgumentError, match=says):

@@ -55,6 +55,15 @@ def _name(x) -> str:
     return _NAMES.get(x.dtype) or str(x.dtype).removeprefix("torch.")
 
 
+def _check_devices(named: tuple, caller: str) -> None:
+    """Every tensor on the first one's CUDA device (the eager call's reading refuses the same)."""
+    first = named[0][0].device
+    for x, what in named:
+        if x.device.type != "cuda" or x.device != first:
+            wants = "CUDA tensors on one GPU" if len(named) > 1 else "a CUDA tensor"
+            raise BadArgumentError(f"{what} is on {x.device}; {caller} needs {wants}")
+
+
 def _operands(op: str, A, B, C, beta: float, out_dtype) -> tuple[tuple, torch.dtype]:
     """The result's shape and dtype, after every refusal of the call that the tensors' metadata
     decides (devices, ranks, dtypes, dimensions, C's shape and type, out_dtype): the calls' own
@@ -62,9 +71,7 @@ def _operands(op: str, A, B, C, beta: float, out_dtype) -> tuple[tuple, torch.dt
     compiled graph must not take what the call refuses, nor, the ops being pure, drop a refused
     call whose result goes unused. Symbolic sizes compared here become the graph's guards."""
     caller = f"torch.ops.gemmlab.{op}"
-    for x, what in ((A, "A"), (B, "B")) + (((C, "C"),) if C is not None else ()):
-        if x.device.type != "cuda" or x.device != A.device:
-            raise BadArgumentError(f"{what} is on {x.device}; {caller} needs CUDA tensors on one GPU")
+    _check_devices(((A, "A"), (B, "B")) + (((C, "C"),) if C is not None else ()), caller)
     ndim = 3 if op == "bgemm" else 2
     sa, sb = tuple(A.shape), tuple(B.shape)
     checks.check_kind(_name(A), sa, "A", checks.GEMM_DTYPES[op], ndim, caller)
@@ -110,8 +117,7 @@ bgemm.register_fake(_fake_of("bgemm"))
 
 @reduce_sum.register_fake
 def _fake_sum(x):
-    if x.device.type != "cuda":
-        raise BadArgumentError(f"x is on {x.device}; torch.ops.gemmlab.reduce_sum needs a CUDA tensor")
+    _check_devices(((x, "x"),), "torch.ops.gemmlab.reduce_sum")
     checks.check_kind(_name(x), tuple(x.shape), "x", ("fp32",), None, "torch.ops.gemmlab.reduce_sum")
     return x.new_empty((), dtype=torch.float32)
 
