@@ -226,8 +226,8 @@ def validate_tables(data: dict) -> list[str]:
 
 def _path_note(impl: str, library_call: str | None) -> str:
     if impl == "cublas":
-        via = (f", one {library_call} per call, replayed from a CUDA graph when a call repeats the last"
-               " one's operands and scalars (cuda/graph_replay.py)") if library_call else ""
+        via = (f", one {library_call} per call, replayed from a CUDA graph when a call repeats the"
+               " operands and scalars of one of the last four (cuda/graph_replay.py)") if library_call else ""
         return f" (library path: cuBLAS called directly{via})"
     if impl == "cub":
         return " (library path)"
@@ -236,9 +236,9 @@ def _path_note(impl: str, library_call: str | None) -> str:
 
 
 def describe(choice: Choice, caller: str, problem_text: str, gpu: str, arch: str, tuning: str,
-             library_call: str | None = None) -> str:
+             library_call: str | None = None, graphs_off: str = "") -> str:
     """The text explain() prints; `library_call` (a plan's executor knows it) names the one
-    library function each call makes."""
+    library function each call makes, `graphs_off` why its CUDA graphs were turned off."""
     lines = [f"{caller} {problem_text} on {gpu} ({arch})",
              f"  runs:    {choice.impl}{_path_note(choice.impl, library_call)}",
              f"  why:     {choice.reason}"]
@@ -247,4 +247,6 @@ def describe(choice: Choice, caller: str, problem_text: str, gpu: str, arch: str
     if choice.source not in ("", "caller", "fallback"):
         lines.append(f"  table:   {choice.source}")
     lines.append(f"  tuning:  {tuning}")
+    if graphs_off:
+        lines.append(f"  graphs:  off, each call launches directly: {graphs_off}")
     return "\n".join(lines)

@@ -76,8 +76,10 @@ class _Plan:
 
     def explain(self) -> str:
         ex = self._executor
+        graphs = getattr(ex, "graph", None) or getattr(ex, "call", None)  # a kernel's launches, cuBLAS's replay
+        off = "" if getattr(graphs, "enabled", True) else getattr(graphs, "disabled_reason", "") or "no reason kept"
         return dispatch.describe(ex.choice, self.caller, self._text, core._state["gpu"], core._state["arch"],
-                                 self._tuning, getattr(ex, "library_call", None))
+                                 self._tuning, getattr(ex, "library_call", None), off)
 
 
 class Matmul(_Plan):
