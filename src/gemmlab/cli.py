@@ -151,9 +151,9 @@ def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
                                                           "size, or BxMxNxK)"),
           alpha: Optional[float] = typer.Option(None, help="GEMM ops (default 1)"),
           beta: Optional[float] = typer.Option(None, help="GEMM ops (default 0)"),
-          warmup: int = typer.Option(3, min=0, help="untimed rounds before the timed launches, each of two launches "
+          warmup: int = typer.Option(3, min=0, max=1000, help="untimed rounds before the timed launches, each of two launches "
                                      "(one sizes the run, one the host's enqueue cost); 0 runs one round all the same"),
-          repeat: int = typer.Option(10, min=1),
+          repeat: int = typer.Option(10, min=1, max=1000, help="timed launches at least (more for a short kernel, up to 1000)"),
           check: bool = typer.Option(True, "--check/--no-check", help="verify each point before timing it"),
           flush: bool = typer.Option(True, "--flush/--no-flush", help="flush L2 before every timed launch"),
           params: Optional[str] = typer.Option(None, help="NAME=VALUE,... for a single kernel"),
@@ -294,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         elif hasattr(exc, "format_message"):  # usage errors: unknown option, non-integer value...
             say(f"error: {_line(exc.format_message())}")
             return 2
-        elif getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO):
+        elif getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO,
+                                             errno.ENAMETOOLONG):
             # a write no check could foresee (a disk that filled during the run); what was stored is kept
             say(f"error: {_line(exc.strerror)}" + (f": {_line(exc.filename)}" if exc.filename else ""))
             return 2

@@ -69,6 +69,7 @@ def database_ready(path: str | os.PathLike) -> None:
     path = Path(path)
     if path.is_dir():  # also '' (the current directory), as the store says
         raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
+    _regular(path, "--db")
     if path.exists():
         open_readonly(path).close()
         why = "read-only" if not _writable(path) else _refuses_files(path.parent)
@@ -87,6 +88,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     line, the file untouched)."""
     from .store import refusal
 
+    _regular(Path(path), "--db")
     try:
         db = connect_reading(path)
         why = refusal(db, Path(path))
@@ -99,6 +101,14 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         raise BadArgumentError(why)
     db.row_factory = sqlite3.Row
     return db
+
+
+def _regular(path: Path, option: str) -> None:
+    """An existing database path must be a regular file: SQLite would block for good on a pipe's
+    first read, and read a device such as /dev/null as an empty database."""
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file (a pipe or a device?)"
+        raise BadArgumentError(f"{option} {str(path)!r} is {what}: name a results database file")
 
 
 def _writable(path: Path) -> bool:

@@ -138,6 +138,8 @@ class ReduceProblem:
             raise BadArgumentError(f"n must be an integer, got {self.n!r}")
         if self.n < 1:
             raise BadArgumentError(f"n must be >= 1, got {self.n}")
+        if self.n >= 1 << 40:  # the kernels index with 64-bit integers; no GPU holds 2^40 floats
+            raise BadArgumentError(f"n = {self.n} is too large (at most 2^40 - 1 elements)")
 
     @property
     def shape(self) -> str:
@@ -169,6 +171,12 @@ def problem_from_dict(data: dict):
     if problem.op != op:  # e.g. {"op": "hgemm"} without a 16-bit or tf32 dtype
         raise BadArgumentError(f"a {problem.op} problem was given as {op}")
     return problem
+
+
+def is_integer_text(text: str) -> bool:
+    """An optional sign and ASCII digits, spaces around: int() alone also takes '1_6' and
+    full-width digits, which a typo or a pasted value can bring in unseen."""
+    return re.fullmatch(r"\s*[+-]?[0-9]+\s*", text) is not None
 
 
 def comma_items(text: str, option: str) -> list[str]:

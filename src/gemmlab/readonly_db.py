@@ -22,6 +22,8 @@ def connect_reading(path: str | Path, **connect_args) -> sqlite3.Connection:
     lazily). sqlite3.OperationalError where none opens it (a missing file, no permission);
     sqlite3.DatabaseError for a file that is not SQLite."""
     resolved = Path(path).resolve()  # links followed: the folder and -wal looked at are the file's own
+    if resolved.exists() and not resolved.is_file():  # a pipe would block the first read for good
+        raise sqlite3.OperationalError(f"{path} is not a regular file")
     wal = Path(f"{resolved}-wal")
     modes = ["mode=rw", "mode=ro"] + ([] if wal.exists() and wal.stat().st_size else ["immutable=1"])
     failure = None

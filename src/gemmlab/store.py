@@ -97,11 +97,14 @@ def _has_columns_of(db: sqlite3.Connection, version: int) -> bool:
     """Whether the file's runs and results tables have every column gemmlab's schema `version`
     gives them (its migrations run on an in-memory database): tables of those names alone do not
     make a file ours (another program's, stamped with a user_version of its own, failed at the
-    first INSERT, after the WAL switch had changed the file)."""
+    first INSERT, after the WAL switch had changed the file); nor do columns of its own that an
+    INSERT of ours must fill (NOT NULL, no default)."""
     with contextlib.closing(sqlite3.connect(":memory:")) as ours:
         for step in MIGRATIONS[:version]:
             step(ours)
-        return all(_columns(ours, table) <= _columns(db, table) for table in ("runs", "results"))
+        return all(_columns(ours, t) <= _columns(db, t) and not any(
+            r[3] and r[4] is None and not r[5] and r[1] not in _columns(ours, t)  # notnull, default, pk
+            for r in db.execute(f"PRAGMA table_info({t})")) for t in ("runs", "results"))
 
 
 def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True, named_by: str = "--db") -> str | None:
@@ -152,6 +155,9 @@ class ResultStore:
         # outside a BEGIN is committed when it returns. check_same_thread=False + a lock: a tuner
         # may record from worker threads.
         args = dict(timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        if self.path.exists() and not self.path.is_file():  # a pipe would block SQLite's first read
+            raise BadArgumentError(f"{named_by} {str(path)!r} is not a regular file (a pipe or a device?): "
+                                   "name a results database file")
         try:
             if write:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

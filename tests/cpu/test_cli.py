@@ -225,7 +225,7 @@ def test_another_programs_database_is_refused_untouched(capsys, tmp_path, monkey
     (["bench", "--op", "reduce", "--n", "1<<99999999999999"], "too large"),
     (["bench", "--api", "sgemm", "--sizes", ","], "--sizes is empty"),
     (["bench", "--api", "sgemm", "--markdown", "{dir}"], "is a directory"),
-    (["report", "--db", "{dir}"], "cannot read"),
+    (["report", "--db", "{dir}"], "is a directory"),
     (["report", "--db", "{ours}", "--out", "{file}"], "is a file"),
     (["analyze", "--impl", "naive", "--arch", "sm_90", "--db", "{file}/r.db"], "cannot open"),
 ])

@@ -9,9 +9,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import BadArgumentError
+from ..problem import is_integer_text
 
 # Logs and pipes get wide tables instead of 80-column ones with truncated cells.
-console = Console(width=None if sys.stdout.isatty() else 200)
+# (stdout may be None: a program started with it closed)
+console = Console(width=None if sys.stdout is not None and sys.stdout.isatty() else 200)
 
 
 # The hgemm problem options, as every command that takes them explains them.
@@ -40,11 +42,11 @@ def parse_params(text: str | None) -> dict[str, int]:
             raise BadArgumentError(f"--params item {item!r} is not NAME=VALUE")
         if key.strip() in out:  # the last would win silently
             raise BadArgumentError(f"--params names {key.strip()} twice")
-        try:
-            out[key.strip()] = int(value)
-        except ValueError:
-            raise BadArgumentError(f"--params {key.strip()}={value!r} is not an integer") from None
+        if not is_integer_text(value):
+            raise BadArgumentError(f"--params {key.strip()}={value!r} is not an integer")
+        out[key.strip()] = int(value)
     return out
+
 
 
 def params_for(impls: list, params: str | None, op: Any = None) -> dict[str, dict[str, int]]:

@@ -58,6 +58,7 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
     db_path = Path(db or DEFAULT_DB)
     if store_rows:
         database_ready(db_path)
+        rows.check_tables(db_path)
     tool = find_tool()
     skipped = []  # kernels not built, each with its reason, said below the tables
     for s in list(specs):
@@ -138,8 +139,8 @@ def analyze(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder,
 
     if store_rows:
         store = ResultStore(db_path)
+        conn = rows.connect(db_path)  # its tables first: nothing recorded if they cannot be made
         run_id = store.start_run("analyze", command_text(ctx), collect_env())
-        conn = rows.connect(db_path)
         for a in results:
             rows.insert(conn, "analyses", run_id, **a.row())
         console.print(f"stored run {run_id} in {db_path}")

@@ -230,6 +230,7 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     shape = f"n={problem.n}" if op == "reduce" else the_op.label(problem)
     picks = Selection.named(the_op, problem, impl, params, from_table)  # checked before any GPU work
     database_ready(target)  # the database's problem first, as the other files': it only reads
+    rows.check_tables(target)
     ncu = N_.find_ncu()
     if ncu is None:
         raise GemmlabError(N_.no_ncu())
@@ -244,8 +245,8 @@ def profile(ctx: typer.Context, impl: str = typer.Option("ladder", help="ladder 
     command = command_text(ctx)
     env = collect_env()
     env["ncu"] = {"path": ncu, "version": version}
+    conn = rows.connect(db_path)  # its tables first: nothing recorded if they cannot be made
     run_id = store.start_run("profile", command, env)
-    conn = rows.connect(db_path)
     bw = measure_dram_bandwidth()
     rows.insert(conn, "bandwidth", run_id, **bw)
     console.print(f"ncu {version}; {info().name} ({arch}); DRAM copy {bw['gbps']:,.0f} GB/s; "

@@ -9,6 +9,7 @@ rest of gemmlab manages. Columns holding JSON: params, metrics, extra, occupancy
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -81,6 +82,29 @@ def ensure_tables(db: sqlite3.Connection) -> None:
         for c, t in columns:  # a file made by an older gemmlab: add what is missing
             if c not in have:
                 db.execute(f"ALTER TABLE {name} ADD COLUMN {c} {t.replace('NOT NULL', '')}")
+
+
+def check_tables(path: str | os.PathLike) -> None:
+    """Refuse, before a run is recorded in it, a results file whose profiles, analyses or
+    bandwidth is not gemmlab's table: a view or an index of that name, or a table with columns
+    gemmlab does not write (another program's, which ensure_tables would widen column by column,
+    or fail on after the run's row was committed). Read without writing (readonly_db)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    from ..errors import BadArgumentError
+    from ..readonly_db import connect_reading
+
+    with contextlib.closing(connect_reading(path)) as db:
+        for name, columns in TABLES.items():
+            kind = db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+            if kind is None:
+                continue
+            have = {r[1] for r in db.execute(f"PRAGMA table_info({name})")}
+            if kind[0] != "table" or not {"id", "run_id", "created"} <= have <= {c for c, _ in columns}:
+                what = f"a {kind[0]} named {name}" if kind[0] != "table" else f"a {name} table not gemmlab's"
+                raise BadArgumentError(f"{path} has {what} (gemmlab keeps its {name} rows there): "
+                                       "name another file with --db")
 
 
 def table_exists(db: sqlite3.Connection, name: str) -> bool:

@@ -6,11 +6,19 @@ bandwidth) read as empty.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import BadArgumentError
 from ..outputs import open_readonly
 from ..profile import rows as prow
+from ..store import RESULT_SCHEMA
+
+# What a results row must hold for the report to read it: numbers where the schema has numbers,
+# finite timings (an edited or damaged file gave a traceback from a plot or a format deep inside)
+_NUMBERS = tuple(name for name, kind in RESULT_SCHEMA if kind in ("INTEGER", "REAL"))
+_FINITE = ("t_min_ms", "t_median_ms", "t_mean_ms", "t_stdev_ms", "gflops", "gbps")
 
 # FP32 lanes per SM (one FFMA each per clock), by compute capability.
 FP32_LANES = {"sm_80": 64, "sm_86": 128, "sm_87": 128, "sm_89": 128, "sm_90": 128, "sm_90a": 128, "sm_100": 128,
@@ -92,26 +100,57 @@ class ReportData:
         return None, "no bandwidth measurement in the database for this GPU (gemmlab profile records one)"
 
 
+def _damaged(path: Path, table: str, row_id, what: str) -> BadArgumentError:
+    return BadArgumentError(f"{path}: row {row_id} of {table} is damaged ({what}); "
+                            "name another results database with --db")
+
+
+def _object(path: Path, table: str, row_id, column: str, text) -> dict:
+    """A JSON object column ({} when empty)."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        raise _damaged(path, table, row_id, f"{column} is not a JSON object")
+    return value
+
+
+def _result(path: Path, row) -> dict:
+    d = dict(row)
+    for k in ("params", "extra"):
+        d[k] = _object(path, "results", d.get("id"), k, d.get(k)) if d.get(k) else d.get(k)
+    for k in _NUMBERS:
+        v = d.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or (k in _FINITE and not math.isfinite(v))):
+            raise _damaged(path, "results", d.get("id"), f"{k} = {str(v)[:40]!r} is not a finite number")
+    return d
+
+
 def load(path: str | Path) -> ReportData:
     path = Path(path)
     db = open_readonly(path)
     try:
+        prow.check_tables(path)  # profiles, analyses, bandwidth: gemmlab's tables or none
         version = db.execute("PRAGMA user_version").fetchone()[0]
         runs = {}
         if prow.table_exists(db, "runs"):
             for r in db.execute("SELECT * FROM runs ORDER BY id"):
-                env = json.loads(r["env"]) if r["env"] else {}
-                runs[r["id"]] = Run(r["id"], r["started"], r["kind"], r["command"] or "", env or {}, r["git_rev"],
+                env = _object(path, "runs", r["id"], "env", r["env"])
+                runs[r["id"]] = Run(r["id"], r["started"], r["kind"], r["command"] or "", env, r["git_rev"],
                                     r["gpu"])
-        results = []
-        if prow.table_exists(db, "results"):
-            for r in db.execute("SELECT * FROM results ORDER BY id"):
-                d = dict(r)
-                for k in ("params", "extra"):
-                    if d.get(k):
-                        d[k] = json.loads(d[k])
-                results.append(d)
-        return ReportData(path, runs, results, prow.select(db, "profiles"), prow.select(db, "analyses"),
-                          prow.select(db, "bandwidth"), version)
+        results = [_result(path, r) for r in db.execute("SELECT * FROM results ORDER BY id")] \
+            if prow.table_exists(db, "results") else []
+        tables = {}
+        for name in ("profiles", "analyses", "bandwidth"):
+            try:
+                tables[name] = prow.select(db, name)
+            except ValueError as exc:  # a JSON column that does not parse
+                raise BadArgumentError(f"{path}: a row of {name} is damaged ({exc}); "
+                                       "name another results database with --db") from None
+        return ReportData(path, runs, results, tables["profiles"], tables["analyses"], tables["bandwidth"], version)
     finally:
         db.close()

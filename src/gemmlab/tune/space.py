@@ -3,12 +3,13 @@ its constraints, with the points dropped counted by the first constraint they br
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import BadArgumentError
-from ..problem import comma_items
+from ..problem import comma_items, is_integer_text
 from ..registry import KernelSpec
 
 
@@ -31,9 +32,16 @@ def axes(spec: KernelSpec, overrides: Mapping[str, Sequence[int]] | None = None)
     return values
 
 
+MAX_POINTS = 1_000_000  # enumerated one by one: a space past this would not finish in minutes
+
+
 def enumerate_space(spec: KernelSpec, overrides: Mapping[str, Sequence[int]] | None = None) -> SpaceReport:
     grid = axes(spec, overrides)
     names = list(grid)
+    points = math.prod(len(v) for v in grid.values())
+    if points > MAX_POINTS:
+        raise BadArgumentError(f"the search space of {spec.name} has {points:,} points, past the {MAX_POINTS:,} "
+                               "that are enumerated: list fewer values with --param")
     report = SpaceReport(total=0, kept=[])
     for combo in itertools.product(*(grid[n] for n in names)):
         report.total += 1
@@ -56,8 +64,7 @@ def parse_param_axes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
         if name.strip() in out:  # the last would win silently
             raise BadArgumentError(f"--param {name.strip()} is given twice: list its values once, {name.strip()}=V1,V2")
         listed = comma_items(values, f"--param {name.strip()}")
-        try:
-            out[name.strip()] = tuple(dict.fromkeys(int(v) for v in listed))  # a value listed twice is one point
-        except ValueError:
-            raise BadArgumentError(f"--param {item!r} has a value that is not an integer") from None
+        if not all(is_integer_text(v) for v in listed):
+            raise BadArgumentError(f"--param {item!r} has a value that is not an integer")
+        out[name.strip()] = tuple(dict.fromkeys(int(v) for v in listed))  # a value listed twice is one point
     return out
