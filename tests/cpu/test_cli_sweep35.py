@@ -156,3 +156,12 @@ def test_a_search_space_too_large_to_enumerate_is_refused(capsys):
     code, _, err = run(capsys, "tune", "--impl", "autotuned", "--dry-run",
                        *(a for name in ("BM", "BN", "BK", "TM") for a in ("--param", f"{name}={values}")))
     assert code == 2 and "points, past the 1,000,000" in err, err
+
+
+def test_the_apis_tuning_reader_refuses_a_pipe(tmp_path):
+    import gemmlab
+    from gemmlab.errors import BadArgumentError
+
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(BadArgumentError, match="not a regular file"):
+        gemmlab.use_tuning(tmp_path / "pipe")
