@@ -165,3 +165,8 @@ def test_the_apis_tuning_reader_refuses_a_pipe(tmp_path):
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(BadArgumentError, match="not a regular file"):
         gemmlab.use_tuning(tmp_path / "pipe")
+
+
+def test_an_empty_params_option_is_refused_not_ignored(capsys):
+    code, _, err = run(capsys, "bench", "--impl", "vectorize", "--params", "")
+    assert code == 2 and "--params is empty" in err, err

@@ -32,9 +32,11 @@ def fmt_params(values: dict) -> str:
 
 
 def parse_params(text: str | None) -> dict[str, int]:
-    """'BM=64,BN=128' -> {'BM': 64, 'BN': 128}."""
-    if not text:
+    """'BM=64,BN=128' -> {'BM': 64, 'BN': 128}; None (not given) -> {}."""
+    if text is None:
         return {}
+    if not text.strip():  # given, but empty: a shell variable that was not set?
+        raise BadArgumentError("--params is empty: give NAME=VALUE items, or leave the option out")
     out = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
