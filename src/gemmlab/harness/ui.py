@@ -50,7 +50,6 @@ def parse_params(text: str | None) -> dict[str, int]:
     return out
 
 
-
 def params_for(impls: list, params: str | None, op: Any = None) -> dict[str, dict[str, int]]:
     """--params for the one kernel in --impl, checked against its constraints before any GPU work.
     With `op`, the flags its problem sets (hgemm's DTYPE, layout and C-type flags) are refused:
