@@ -250,6 +250,8 @@ def report(ctx: typer.Context, db: Path = typer.Option(None, help="results datab
     db_path = Path(db or DEFAULT_DB)
     if not db_path.exists():
         raise BadArgumentError(f"no results database at {db_path} (run gemmlab bench/profile first, or pass --db)")
+    if db_path.is_file() and db_path.stat().st_size == 0:  # SQLite reads it as a new, empty database
+        raise BadArgumentError(f"{db_path} is empty: no runs are recorded in it (pass the --db a bench wrote)")
     if size is not None:
         parse_shape(size)  # '--size abc' refused whatever the database holds
     written = write_report(db_path, out, size=size, title=title, command=profile_commands.command_text(ctx))

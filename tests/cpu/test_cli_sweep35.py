@@ -170,3 +170,11 @@ def test_the_apis_tuning_reader_refuses_a_pipe(tmp_path):
 def test_an_empty_params_option_is_refused_not_ignored(capsys):
     code, _, err = run(capsys, "bench", "--impl", "vectorize", "--params", "")
     assert code == 2 and "--params is empty" in err, err
+
+
+def test_report_on_an_empty_file_says_so(capsys, tmp_path, monkeypatch):
+    # it wrote a report of 0 runs and exited 0
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.db").touch()
+    _one_line(run(capsys, "report", "--db", tmp_path / "empty.db", "--out", "rep"), needle="is empty")
+    assert not (tmp_path / "rep").exists()
