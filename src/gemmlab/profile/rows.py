@@ -86,9 +86,11 @@ def ensure_tables(db: sqlite3.Connection) -> None:
 
 def check_tables(path: str | os.PathLike) -> None:
     """Refuse, before a run is recorded in it, a results file whose profiles, analyses or
-    bandwidth is not gemmlab's table: a view or an index of that name, or a table with columns
-    gemmlab does not write (another program's, which ensure_tables would widen column by column,
-    or fail on after the run's row was committed). Read without writing (readonly_db)."""
+    bandwidth is not gemmlab's table: a view or an index of that name, or a table without
+    gemmlab's id, run_id and created or with a column an insert of gemmlab's cannot fill (NOT NULL,
+    no default). Another program's table would be widened column by column, or fail after the
+    run's row was committed. Other extra columns pass: a newer gemmlab's metrics, a user's notes.
+    Read without writing (readonly_db)."""
     path = Path(path)
     if not path.exists():
         return
@@ -97,11 +99,14 @@ def check_tables(path: str | os.PathLike) -> None:
 
     with contextlib.closing(connect_reading(path)) as db:
         for name, columns in TABLES.items():
-            kind = db.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+            kind = db.execute("SELECT type FROM sqlite_master WHERE name = ? COLLATE NOCASE AND type IN "
+                              "('table', 'view', 'index') ORDER BY type = 'table' DESC", (name,)).fetchone()
             if kind is None:
                 continue
-            have = {r[1] for r in db.execute(f"PRAGMA table_info({name})")}
-            if kind[0] != "table" or not {"id", "run_id", "created"} <= have <= {c for c, _ in columns}:
+            info = list(db.execute(f"PRAGMA table_info({name})"))
+            ours = {c for c, _ in columns}
+            unfillable = any(r[3] and r[4] is None and not r[5] and r[1] not in ours for r in info)
+            if kind[0] != "table" or not {"id", "run_id", "created"} <= {r[1] for r in info} or unfillable:
                 what = f"a {kind[0]} named {name}" if kind[0] != "table" else f"a {name} table not gemmlab's"
                 raise BadArgumentError(f"{path} has {what} (gemmlab keeps its {name} rows there): "
                                        "name another file with --db")
