@@ -33,13 +33,24 @@ def _one_line(result, needle):
     assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, (code, err)
 
 
-def _refused_unchanged(capsys, tmp_path, monkeypatch, fixture, sql, needle, *command):
-    """`command --db` on a copy of `fixture` edited by `sql`: one line, exit 2, the file unchanged."""
+def _edited_copy(tmp_path, monkeypatch, fixture, *statements) -> Path:
+    """A copy of `fixture` in tmp_path (the working directory now), edited by the statements."""
     monkeypatch.chdir(tmp_path)
     db = tmp_path / fixture
     shutil.copy(FIXTURES / fixture, db)
-    with sqlite3.connect(db) as c:
-        c.execute(sql)
+    c = sqlite3.connect(db)
+    try:
+        with c:  # committed
+            for sql in statements:
+                c.execute(sql)
+    finally:
+        c.close()  # the last connection: its WAL is written into the file before the file is hashed
+    return db
+
+
+def _refused_unchanged(capsys, tmp_path, monkeypatch, fixture, sql, needle, *command):
+    """`command --db` on a copy of `fixture` edited by `sql`: one line, exit 2, the file unchanged."""
+    db = _edited_copy(tmp_path, monkeypatch, fixture, sql)
     before = _sha(db)
     _one_line(run(capsys, *command, "--db", db), needle=needle)
     assert _sha(db) == before
@@ -127,23 +138,15 @@ def test_report_refuses_a_damaged_row_in_one_line(capsys, tmp_path, monkeypatch,
 
 def test_a_profiles_table_with_a_newer_gemmlabs_columns_is_accepted(capsys, tmp_path, monkeypatch):
     # a newer gemmlab's metrics (or a user's own nullable notes) are no reason to refuse the file
-    monkeypatch.chdir(tmp_path)
-    db = tmp_path / "r.db"
-    shutil.copy(FIXTURES / "report.db", db)
-    with sqlite3.connect(db) as c:
-        c.execute("ALTER TABLE profiles ADD COLUMN future_metric_pct REAL")
-        c.execute("CREATE TRIGGER bandwidth AFTER INSERT ON runs BEGIN SELECT 1; END")  # a trigger's name is no table's
+    db = _edited_copy(tmp_path, monkeypatch, "report.db", "ALTER TABLE profiles ADD COLUMN future_metric_pct REAL",
+                      "CREATE TRIGGER bandwidth AFTER INSERT ON runs BEGIN SELECT 1; END")  # a trigger's name is no table's
     code, _, err = run(capsys, "report", "--db", db, "--out", "rep")
     assert code == 0, err
 
 
 def test_report_refuses_a_bandwidth_table_not_its_own(capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    db = tmp_path / "r.db"
-    shutil.copy(FIXTURES / "report.db", db)
-    with sqlite3.connect(db) as c:
-        c.execute("DROP TABLE IF EXISTS bandwidth")
-        c.execute("CREATE TABLE bandwidth(id INTEGER PRIMARY KEY, speed REAL)")
+    db = _edited_copy(tmp_path, monkeypatch, "report.db", "DROP TABLE IF EXISTS bandwidth",
+                      "CREATE TABLE bandwidth(id INTEGER PRIMARY KEY, speed REAL)")
     _one_line(run(capsys, "report", "--db", db, "--out", "rep"), needle="a bandwidth table not gemmlab's")
 
 
