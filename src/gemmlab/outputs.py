@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .errors import BadArgumentError
-from .readonly_db import connect_reading
+from .readonly_db import connect_reading, irregular
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
@@ -67,9 +67,7 @@ def database_ready(path: str | os.PathLike) -> None:
     damaged one refused, as the run's own open would) and must take writes, with its folder
     (SQLite's -wal and -shm files); for a new one, the nearest existing folder must take a file."""
     path = Path(path)
-    if path.is_dir():  # also '' (the current directory), as the store says
-        raise BadArgumentError(f"--db {str(path)!r} is a directory: name a results database file")
-    _regular(path, "--db")
+    _regular(path, "--db")  # also '' (the current directory), as the store says
     if path.exists():
         open_readonly(path).close()
         why = "read-only" if not _writable(path) else _refuses_files(path.parent)
@@ -104,11 +102,10 @@ def open_readonly(path: Path) -> sqlite3.Connection:
 
 
 def _regular(path: Path, option: str) -> None:
-    """An existing database path must be a regular file: SQLite would block for good on a pipe's
-    first read, and read a device such as /dev/null as an empty database."""
-    if path.exists() and not path.is_file():
-        what = "a directory" if path.is_dir() else "not a regular file (a pipe or a device?)"
-        raise BadArgumentError(f"{option} {str(path)!r} is {what}: name a results database file")
+    """An existing database path must be a regular file (readonly_db.irregular)."""
+    why = irregular(path)
+    if why:
+        raise BadArgumentError(f"{option} {str(path)!r} is {why}: name a results database file")
 
 
 def _writable(path: Path) -> bool:

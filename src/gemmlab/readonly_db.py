@@ -16,14 +16,25 @@ import sqlite3
 from pathlib import Path
 
 
+def irregular(path: Path) -> str | None:
+    """Why an existing `path` is no database file ("a directory", a pipe or a device, which SQLite
+    would block on for good or read as an empty database); None for a regular file or none."""
+    if path.is_dir():
+        return "a directory"
+    if path.exists() and not path.is_file():
+        return "not a regular file (a pipe or a device?)"
+    return None
+
+
 def connect_reading(path: str | Path, **connect_args) -> sqlite3.Connection:
     """A connection to the existing file at `path` that cannot write it, tried read-write, then
     read-only, then immutable (see above), each with one read to see that it opens (SQLite opens
     lazily). sqlite3.OperationalError where none opens it (a missing file, no permission);
     sqlite3.DatabaseError for a file that is not SQLite."""
     resolved = Path(path).resolve()  # links followed: the folder and -wal looked at are the file's own
-    if resolved.exists() and not resolved.is_file():  # a pipe would block the first read for good
-        raise sqlite3.OperationalError(f"{path} is not a regular file")
+    why = irregular(resolved)
+    if why:
+        raise sqlite3.OperationalError(f"{path} is {why}")
     wal = Path(f"{resolved}-wal")
     modes = ["mode=rw", "mode=ro"] + ([] if wal.exists() and wal.stat().st_size else ["immutable=1"])
     failure = None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .errors import BadArgumentError
-from .readonly_db import connect_reading
+from .readonly_db import connect_reading, irregular
 
 DEFAULT_DB = Path("gemmlab-results") / "results.db"
 BUSY_TIMEOUT_MS = 30_000
@@ -93,18 +93,21 @@ def _columns(db: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
 
 
+def unfillable(db: sqlite3.Connection, table: str, ours: set[str]) -> bool:
+    """Whether `table` has a column besides `ours` that our INSERTs cannot fill (NOT NULL, no default, no key)."""
+    return any(r[3] and r[4] is None and not r[5] and r[1] not in ours for r in db.execute(f"PRAGMA table_info({table})"))
+
+
 def _has_columns_of(db: sqlite3.Connection, version: int) -> bool:
     """Whether the file's runs and results tables have every column gemmlab's schema `version`
     gives them (its migrations run on an in-memory database): tables of those names alone do not
     make a file ours (another program's, stamped with a user_version of its own, failed at the
-    first INSERT, after the WAL switch had changed the file); nor do columns of its own that an
-    INSERT of ours must fill (NOT NULL, no default)."""
+    first INSERT, after the WAL switch had changed the file), nor do columns it cannot fill (unfillable)."""
     with contextlib.closing(sqlite3.connect(":memory:")) as ours:
         for step in MIGRATIONS[:version]:
             step(ours)
-        return all(_columns(ours, t) <= _columns(db, t) and not any(
-            r[3] and r[4] is None and not r[5] and r[1] not in _columns(ours, t)  # notnull, default, pk
-            for r in db.execute(f"PRAGMA table_info({t})")) for t in ("runs", "results"))
+        return all(_columns(ours, t) <= _columns(db, t) and not unfillable(db, t, _columns(ours, t))
+                   for t in ("runs", "results"))
 
 
 def refusal(db: sqlite3.Connection, path: Path, integrity: bool = True, named_by: str = "--db") -> str | None:
@@ -149,15 +152,13 @@ class ResultStore:
         cannot be written (readonly_db: no schema, no WAL switch, no migration, no files left beside
         it). `named_by`: what the refusals say to change."""
         self.path = Path(path)
-        if self.path.is_dir():  # also '' (the current directory)
-            raise BadArgumentError(f"{named_by} {str(path)!r} is a directory: name a results database file")
+        why = irregular(self.path)  # a directory (also '', the current one), a pipe, a device
+        if why:
+            raise BadArgumentError(f"{named_by} {str(path)!r} is {why}: name a results database file")
         # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every statement
         # outside a BEGIN is committed when it returns. check_same_thread=False + a lock: a tuner
         # may record from worker threads.
         args = dict(timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-        if self.path.exists() and not self.path.is_file():  # a pipe would block SQLite's first read
-            raise BadArgumentError(f"{named_by} {str(path)!r} is not a regular file (a pipe or a device?): "
-                                   "name a results database file")
         try:
             if write:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

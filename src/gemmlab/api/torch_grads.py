@@ -41,12 +41,19 @@ def _c_grad(ctx, g):
     return (g * ctx.beta).to(ctx.c_dtype)
 
 
-def _sgemm_backward(ctx, g):
-    A, B = ctx.saved_tensors
-    sgemm = torch.ops.gemmlab.sgemm
-    dA = sgemm(g, B.T, None, ctx.alpha, 0.0) if ctx.needs_input_grad[0] else None
-    dB = sgemm(A.T, g, None, ctx.alpha, 0.0) if ctx.needs_input_grad[1] else None
-    return dA, dB, _c_grad(ctx, g), None, None
+def _fp32_backward(op: str):
+    """sgemm's and bgemm's formula: fp32 in and out, g as it comes; .mT transposes the last two
+    dimensions (a matrix's, or each batch's)."""
+    def backward(ctx, g):
+        A, B = ctx.saved_tensors
+        call = getattr(torch.ops.gemmlab, op)
+        dA = call(g, B.mT, None, ctx.alpha, 0.0) if ctx.needs_input_grad[0] else None
+        dB = call(A.mT, g, None, ctx.alpha, 0.0) if ctx.needs_input_grad[1] else None
+        return dA, dB, _c_grad(ctx, g), None, None
+    return backward
+
+
+_sgemm_backward, _bgemm_backward = _fp32_backward("sgemm"), _fp32_backward("bgemm")
 
 
 def _hgemm_backward(ctx, g):
@@ -67,14 +74,6 @@ def _hgemm_backward(ctx, g):
         dA = hgemm(gi, B.T, None, alpha, 0.0, out) if ctx.needs_input_grad[0] else None
         dB = hgemm(A.T, gi, None, alpha, 0.0, out) if ctx.needs_input_grad[1] else None
     return dA, dB, _c_grad(ctx, g), None, None, None
-
-
-def _bgemm_backward(ctx, g):
-    A, B = ctx.saved_tensors
-    bgemm = torch.ops.gemmlab.bgemm
-    dA = bgemm(g, B.transpose(1, 2), None, ctx.alpha, 0.0) if ctx.needs_input_grad[0] else None
-    dB = bgemm(A.transpose(1, 2), g, None, ctx.alpha, 0.0) if ctx.needs_input_grad[1] else None
-    return dA, dB, _c_grad(ctx, g), None, None
 
 
 def _setup_sum(ctx, inputs, output) -> None:

@@ -94,22 +94,28 @@ def check_tables(path: str | os.PathLike) -> None:
     path = Path(path)
     if not path.exists():
         return
-    from ..errors import BadArgumentError
     from ..readonly_db import connect_reading
 
     with contextlib.closing(connect_reading(path)) as db:
-        for name, columns in TABLES.items():
-            kind = db.execute("SELECT type FROM sqlite_master WHERE name = ? COLLATE NOCASE AND type IN "
-                              "('table', 'view', 'index') ORDER BY type = 'table' DESC", (name,)).fetchone()
-            if kind is None:
-                continue
-            info = list(db.execute(f"PRAGMA table_info({name})"))
-            ours = {c for c, _ in columns}
-            unfillable = any(r[3] and r[4] is None and not r[5] and r[1] not in ours for r in info)
-            if kind[0] != "table" or not {"id", "run_id", "created"} <= {r[1] for r in info} or unfillable:
-                what = f"a {kind[0]} named {name}" if kind[0] != "table" else f"a {name} table not gemmlab's"
-                raise BadArgumentError(f"{path} has {what} (gemmlab keeps its {name} rows there): "
-                                       "name another file with --db")
+        check_tables_in(db, path)
+
+
+def check_tables_in(db: sqlite3.Connection, path: Path) -> None:
+    """check_tables on a connection already open to `path` (report's)."""
+    from ..errors import BadArgumentError
+    from ..store import unfillable
+
+    for name, columns in TABLES.items():
+        kind = db.execute("SELECT type FROM sqlite_master WHERE name = ? COLLATE NOCASE AND type IN "
+                          "('table', 'view', 'index') ORDER BY type = 'table' DESC", (name,)).fetchone()
+        if kind is None:
+            continue
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({name})")}
+        ours = {c for c, _ in columns}
+        if kind[0] != "table" or not {"id", "run_id", "created"} <= have or unfillable(db, name, ours):
+            what = f"a {kind[0]} named {name}" if kind[0] != "table" else f"a {name} table not gemmlab's"
+            raise BadArgumentError(f"{path} has {what} (gemmlab keeps its {name} rows there): "
+                                   "name another file with --db")
 
 
 def table_exists(db: sqlite3.Connection, name: str) -> bool:

@@ -134,7 +134,7 @@ def load(path: str | Path) -> ReportData:
     path = Path(path)
     db = open_readonly(path)
     try:
-        prow.check_tables(path)  # profiles, analyses, bandwidth: gemmlab's tables or none
+        prow.check_tables_in(db, path)  # profiles, analyses, bandwidth: gemmlab's tables or none
         version = db.execute("PRAGMA user_version").fetchone()[0]
         runs = {}
         if prow.table_exists(db, "runs"):
