@@ -14,6 +14,8 @@ from start to end (session 28: an H200 run whose probe read 3.8-4.9 us throughou
 runs on these machines read 1.8-2.2 us in their fast phase)."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .apibench import BENCH_FROM_GEMM, Row, by_shape, shape_size, work_units
 
 HOST_RATIO_MAX = 1.5  # a plain call's host time against the framework's own call
@@ -26,6 +28,10 @@ LOW_CLOCK = 0.9  # a loop clocked below this share of the GPU's highest clock
 # phase: every loop that missed at a slow probe in sessions 28-29 had 0.7-2.3, the power-capped
 # rows at 4096^3 and 8192^3 below 0.1 (docs/results/h*-api-bench-session2[89]*.md)
 HOST_BOUND = 0.5
+# A host time at or above the kernel's time bounds the loop in any phase of the host: the GPU then
+# waits for each call, so the loop cannot reach bench's figure (session 36's H200 run: bf16 512^3,
+# 7.8 us a call against 7.1 us of kernel, 90% of bench at a fast probe, 1.5x torch.mm's loop)
+HOST_LIMITED = 1.0
 
 
 def counted(row: Row) -> bool:
@@ -40,15 +46,24 @@ def kernel_us(row: Row) -> float | None:
     return work_units(row.case, row.shape) / row.bench_figure * 1e6 if row.bench_figure else None
 
 
-def _why(row: Row, fastest_probe: float | None, full_mhz: int | None) -> tuple[str, bool, bool]:
-    """What the row recorded beside a loop that missed (a host that could not bound it, a slow
-    host, a low clock, or neither), and whether it is marked slow host and clocked down."""
+class Marks(NamedTuple):
+    """Why a loop that missed may have missed, as its row recorded it."""
+    text: str
+    slow: bool     # the host probe read slow beside a call whose host time could bound its loop
+    down: bool     # the loop's lowest SM clock well under the GPU's highest
+    limited: bool  # the call's host time at or above its kernel's: host-bound in any phase
+
+
+def _why(row: Row, fastest_probe: float | None, full_mhz: int | None) -> Marks:
+    """What the row recorded beside a loop that missed (a host that could not bound it, a host
+    whose call outlasts the kernel, a slow host, a low clock, or none of these)."""
     signs, slow = [], False
     kernel = kernel_us(row)
     bound = not (kernel and row.host_us < HOST_BOUND * kernel)  # can the host bound this loop at all?
+    limited = bool(kernel and row.host_us >= HOST_LIMITED * kernel)
     if kernel:  # the call's host time beside the GPU work it queues
         signs.append(f"host {row.host_us:.1f} us a call against {kernel:,.{0 if kernel >= 100 else 1}f} us of kernel"
-                     + ("" if bound else ": not host-bound"))
+                     + (": host-bound" if limited else "" if bound else ": not host-bound"))
     if bound and row.probe_us is not None and fastest_probe:  # else the host's phase cannot matter
         ratio = round(row.probe_us / fastest_probe, 1)  # the mark follows the figure printed
         slow = ratio >= SLOW_PROBE
@@ -56,19 +71,19 @@ def _why(row: Row, fastest_probe: float | None, full_mhz: int | None) -> tuple[s
     down = _down(row, full_mhz)
     if row.loop_mhz:
         signs.append(f"{row.clocks} MHz" + (": clocked down" if down else ""))
-    return "; ".join(signs), slow, down
+    return Marks("; ".join(signs), slow, down, limited)
 
 
 def _down(row: Row, full_mhz: int | None) -> bool:
     return bool(row.loop_mhz and full_mhz and row.loop_mhz < LOW_CLOCK * full_mhz)
 
 
-def _against_framework(down: list[Row], rows: list[Row]) -> list[float]:
-    """Each clocked-down miss's loop (loops at 95% of bench or more are not in it) against its
+def _against_framework(missed: list[Row], rows: list[Row]) -> list[float]:
+    """Each of these misses' loops (loops at 95% of bench or more are not in it) against its
     framework's loop at the same shape, timed in turns with it (apibench._loops): the group's last
     reference, the one writing gemmlab's C type where there are two (torch.mm with an fp32 C beside
     bf16 inputs)."""
-    shares, ids = [], {id(r) for r in down}
+    shares, ids = [], {id(r) for r in missed}
     for group in by_shape(rows).values():
         refs = [r for r in group if not r.impl]
         if refs and refs[-1].figure:
@@ -76,9 +91,22 @@ def _against_framework(down: list[Row], rows: list[Row]) -> list[float]:
     return shares
 
 
+def _marks_count(whys: list[Marks]) -> str:
+    """"Of these 11: 9 clocked down, 0 at a slow host, 2 host-bound, 0 with no mark.", saying how
+    many carry more than one mark rather than adding up to more than the misses."""
+    down, slow, limited = (sum(getattr(w, k) for w in whys) for k in ("down", "slow", "limited"))
+    several = sum(w.down + w.slow + w.limited > 1 for w in whys)
+    none = sum(not (w.down or w.slow or w.limited) for w in whys)
+    return (f"Of these {len(whys)}: {down} clocked down, {slow} at a slow host, {limited} host-bound"
+            + (f" ({several} of them with two marks or more)" if several else "") + f", {none} with no mark.")
+
+
 def _span(values: list[float], unit: str, digits: int) -> str:
-    """"0.22-0.71x", "2.5-5.2 us": the range of a target's values, "-" where the run has none."""
-    return f"{min(values):.{digits}f}-{max(values):.{digits}f}{unit}" if values else "-"
+    """"0.22-0.71x", "2.5-5.2 us", "2.41x": the range of a target's values, "-" where the run has none."""
+    if not values:
+        return "-"
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return f"{low}{unit}" if low == high else f"{low}-{high}{unit}"
 
 
 def summary(rows: list[Row]) -> list[str]:
@@ -122,17 +150,18 @@ def summary(rows: list[Row]) -> list[str]:
         clock_rule = (f"; clocked down: the loop's lowest SM clock under {LOW_CLOCK:.0%} of the GPU's highest, "
                       f"{full} MHz" if full else "")
         lines += [f"Loops below it (not host-bound: the call's host time under {HOST_BOUND:g} of its kernel's at "
-                  f"bench's figure{clock_rule}):", ""]
+                  f"bench's figure; host-bound: at or above it{clock_rule}):", ""]
         whys = [_why(r, fastest, full) for r in missed]
-        for r, (why, _, _) in zip(missed, whys):  # one decimal: a 94.6% miss must not read as 95%
+        for r, why in zip(missed, whys):  # one decimal: a 94.6% miss must not read as 95%
             lines.append(f"- {r.case} {r.shape} {r.call} ({r.impl}): {r.figure / r.bench_figure:.1%} of bench"
-                         + (f" ({why})" if why else ""))
-        slow, down = sum(w[1] for w in whys), sum(w[2] for w in whys)
-        both, neither = sum(w[1] and w[2] for w in whys), sum(not (w[1] or w[2]) for w in whys)
-        lines += ["", f"Of these {len(missed)}: {down} clocked down, {slow} at a slow host"
-                  + (f" ({both} of them both)" if both else "") + f", {neither} with neither mark.", ""]
-        versus = _against_framework([r for r, w in zip(missed, whys) if w[2]], rows)
-        if versus:  # the power cap holds the framework's loop as well: what a program gets whoever computes
-            lines += [f"The clocked-down misses against the framework's own loop at the same shape, timed in turns "
-                      f"with them: {_span(versus, 'x', 2)}.", ""]
+                         + (f" ({why.text})" if why.text else ""))
+        lines += ["", _marks_count(whys), ""]
+        # what a program gets whoever computes: the power cap holds the framework's loop as well, and
+        # a host-bound call's loop is set against the framework's call's, host-bound in its turn
+        for label, marked in (("clocked-down", [r for r, w in zip(missed, whys) if w.down]),
+                              ("host-bound", [r for r, w in zip(missed, whys) if w.limited])):
+            versus = _against_framework(marked, rows)
+            if versus:
+                lines += [f"The {label} misses against the framework's own loop at the same shape, timed in turns "
+                          f"with them: {_span(versus, 'x', 2)}.", ""]
     return lines
