@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shows that tests/gpu/test_api_cai_streams.py can fail: each mutation below turns off one piece of
-# the API's stream handling, and the tests that guard it must then fail (a test that cannot fail
-# is a defect). Run on a GPU machine from the repository root:
+# the API's stream handling (or puts back a host wait it removed), and the tests that guard it must
+# then fail (a test that cannot fail is a defect). Run on a GPU machine from the repository root:
 #   scripts/stream_test_mutations.sh
 # Prints, per mutation, pytest's summary and "as expected" or "NOT AS EXPECTED"; exits 1 on any
 # of the latter. Session 35 found the Sum test passing with its ordering removed (a CuPy kernel
@@ -53,6 +53,8 @@ def join(launch, named):
         s._order(other, launch)
     return others
 s.join = join"
+mutated "host wait for a strided operand's stream (its view through cupy.asarray)" "without_waiting" \
+    "import cupy, gemmlab.api.interface as i; i.cupy_view = lambda x, device, cp: cupy.asarray(x)"
 
 # a rebound plan keeping the stream of the A it was made with: a source change, on a copy
 copy=$(mktemp -d)

@@ -15,10 +15,10 @@ _addresses = itertools.count(1 << 32, 1 << 20)
 
 
 class FakeCupyArray:
-    def __init__(self, shape, dtype, ptr=None):
+    def __init__(self, shape, dtype, ptr=None, strides=None):
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.itemsize = self.dtype.itemsize
-        self.strides = tuple(int(s) * self.itemsize for s in _dense(self.shape))
+        self.strides = tuple(strides or (int(s) * self.itemsize for s in _dense(self.shape)))
         self.data = types.SimpleNamespace(ptr=next(_addresses) if ptr is None else ptr, device_id=0)
         self.flags = types.SimpleNamespace(c_contiguous=True, f_contiguous=False)
         self.writes: list = []  # what the call wrote through a view of it (copies back, K = 0's beta * C)
@@ -76,16 +76,15 @@ def fake_gpu(monkeypatch):
             return FakeCupyArray(shape, dtype)
         return new
 
-    def asarray(obj):
-        if isinstance(obj, FakeCupyArray):
-            return obj
-        cai = obj.__cuda_array_interface__
-        return FakeCupyArray(cai["shape"], np.dtype(cai["typestr"]), cai["data"][0])
+    def asarray(obj):  # waits on the host for the stream a producer's dict names: views are made from the dict
+        raise AssertionError("cupy.asarray of a producer's array")
 
     cupy = types.SimpleNamespace(
-        float32=np.float32, float16=np.float16, ndarray=FakeCupyArray, empty=make("new"), zeros=make("zeros"),
-        asarray=asarray, array=lambda v, order="C", copy=True: FakeCupyArray(v.shape, v.dtype),
+        float32=np.float32, float16=np.float16, dtype=np.dtype, ndarray=FakeCupyArray, empty=make("new"),
+        zeros=make("zeros"), asarray=asarray, array=lambda v, order="C", copy=True: FakeCupyArray(v.shape, v.dtype),
         cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=7),
+                                   UnownedMemory=lambda ptr, size, owner, device: ptr,
+                                   MemoryPointer=lambda memory, offset: memory + offset,
                                    runtime=types.SimpleNamespace(pointerGetAttributes=lambda p: types.SimpleNamespace(device=0)),
                                    Device=lambda *a: types.SimpleNamespace(id=0)))
 

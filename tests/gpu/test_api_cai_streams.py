@@ -5,6 +5,8 @@ a call that ignored the stream B or C names would read B before it is written, o
 producer read C before the GEMM wrote it, and the check against the reference would fail. The
 capture tests: under a capture nothing is ordered, and the graph replays right; a plan rebound to
 operands that name another stream runs on that stream, so capturing it captures the plan."""
+import time
+
 import numpy as np
 import pytest
 
@@ -164,3 +166,27 @@ def test_a_producers_stream_under_capture_is_refused_and_the_capture_ends():
         gemmlab.sgemm(OnStream(A, s1), OnStream(B, s2))
     s2.end_capture()  # raised cudaErrorStreamCaptureUnjoined when s1 had been forked into it
     cp.cuda.Device().synchronize()
+
+
+def test_strided_operands_naming_their_streams_are_copied_without_waiting_on_the_host():
+    # B and C are every other column of a wider array, written late on their own streams. The copies
+    # the call makes of them wait for those streams on the GPU; made through cupy.asarray they also
+    # waited on the host (CuPy synchronises a stream a dict names), so the call took the ~60 ms spin
+    A, _, (s1, s2, s3) = _operands()
+    wide_b, wide_c = cp.zeros((K, 2 * N), dtype=cp.float32), cp.zeros((M, 2 * N), dtype=cp.float32)
+    B, C = wide_b[:, ::2], wide_c[:, ::2]
+
+    def call():
+        return gemmlab.sgemm(OnStream(A, s1), OnStream(B, s2), OnStream(C, s3), beta=1.0)
+
+    call()  # compiled and warm, CuPy's copy kernels too
+    cp.cuda.Device().synchronize()
+    _late_fill(wide_b, 1.0, s2)
+    _late_fill(wide_c, 2.0, s3)
+    start = time.perf_counter()
+    returned = call()
+    took = time.perf_counter() - start
+    cp.cuda.Device().synchronize()
+    assert returned.x is C  # the caller's C, written in place
+    np.testing.assert_allclose(cp.asnumpy(C), _expected(A, 1.0) + 2.0, rtol=1e-4, atol=1e-3)
+    assert took < 0.02, f"the call took {took * 1e3:.1f} ms: it waited on the host for a producer's stream"

@@ -135,3 +135,24 @@ def may_share(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
             return True
         reach += step * (n - 1)
     return False
+
+
+def cupy_view(x, device: int, cupy):
+    """A CuPy array over a producer's memory, made from its __cuda_array_interface__ dict. Not
+    cupy.asarray: for a dict that names a stream, CuPy's import waits on the host until that stream
+    is idle (the protocol's rule for a consumer that does not order itself; CuPy's
+    CUPY_CUDA_ARRAY_INTERFACE_SYNC). A call has already made its own stream wait for the
+    producer's (api/streams.py), so that wait would only block the caller for as long as the
+    producer's queued work runs (session 36). `cupy` is the module, imported by the caller."""
+    cai = x.__cuda_array_interface__
+    f = parse(cai, "")
+    dtype = cupy.dtype(cai["typestr"])
+    if 0 in f.shape:
+        return cupy.ndarray(f.shape, dtype)
+    item = dtype.itemsize
+    strides = f.strides if f.strides is not None else dense_strides(f.shape)
+    low = sum(s * (n - 1) for s, n in zip(strides, f.shape) if s < 0)  # elements below the pointer
+    high = sum(s * (n - 1) for s, n in zip(strides, f.shape) if s > 0)  # and above it
+    memory = cupy.cuda.UnownedMemory(f.ptr + low * item, (high - low + 1) * item, x, device)
+    return cupy.ndarray(f.shape, dtype, cupy.cuda.MemoryPointer(memory, -low * item),
+                        tuple(s * item for s in strides))

@@ -214,7 +214,9 @@ def cupy_view(op: Operand):
         return op.obj
     if op.family == "torch":
         return _cupy.from_dlpack(op.obj.detach() if op.dtype != "bf16" else _bits(op.obj))
-    return _cupy.asarray(op.obj)
+    if isinstance(op.obj, _cupy.ndarray):  # a DLPack producer's, read as CuPy
+        return op.obj
+    return interface.cupy_view(op.obj, op.device, _cupy)  # not cupy.asarray: it would wait on the host
 
 
 def _bits(t):
