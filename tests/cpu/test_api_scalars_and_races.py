@@ -21,6 +21,46 @@ def test_other_scalars_are_refused_in_one_line(value):
         checks.real(value, "beta", "gemmlab.sgemm")
 
 
+class _OnCudaArrayInterface:
+    __cuda_array_interface__ = dict(shape=(), typestr="<f4", data=(1 << 20, False), version=3)
+
+    def __float__(self):
+        raise AssertionError("read: a copy to the host and a wait for the GPU")
+
+
+class _Dlpack:
+    def __init__(self, device_type):
+        self.device_type = device_type
+
+    def __dlpack_device__(self):
+        return self.device_type, 0
+
+    def __float__(self):
+        if self.device_type != 1:
+            raise AssertionError("read: a copy to the host and a wait for the GPU")
+        return 2.5
+
+
+class _TorchLike:
+    is_cuda = True
+
+    def __float__(self):
+        raise AssertionError("read: .item(), a wait for the GPU")
+
+
+@pytest.mark.parametrize("value", [_OnCudaArrayInterface(), _Dlpack(2), _Dlpack(13), _TorchLike()])
+def test_a_scalar_in_gpu_memory_is_refused_rather_than_read_at_every_call(value):
+    # float() of a CUDA tensor or CuPy array copies it to the host and waits for the GPU: a hidden
+    # synchronisation in every call (session 36's audit); the caller can read it once, where it chooses
+    with pytest.raises(BadArgumentError, match=r"^gemmlab.sgemm: alpha is a GPU array; reading it would make the "
+                                               r"call wait for the GPU: pass a Python float"):
+        checks.real(value, "alpha", "gemmlab.sgemm")
+
+
+def test_a_dlpack_scalar_on_the_host_is_read():
+    assert checks.real(_Dlpack(1), "alpha", "gemmlab.sgemm") == 2.5
+
+
 class FakeExecutor:
     owns_workspace = False
 

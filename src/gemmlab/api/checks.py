@@ -19,11 +19,14 @@ GEMM_DTYPES = {"sgemm": ("fp32",), "hgemm": ("fp16", "bf16", "fp32"), "bgemm": (
 
 
 def real(value, name: str, caller: str) -> float:
-    """alpha or beta as a float: a Python or NumPy real, or a 0-d array of one. None, a
-    complex number or a string (which float() would read) is refused in one line."""
+    """alpha or beta as a float: a Python or NumPy real, or a 0-d host array of one. None, a
+    complex number, a string (which float() would read) or a GPU array is refused in one line."""
     try:
         if type(value) is float or type(value) is int:  # the common case, without the ABC checks (~0.4 us)
             return float(value)
+        if _on_gpu(value):  # float() would copy it to the host and wait for the GPU, at every call
+            raise BadArgumentError(f"{caller}: {name} is a GPU array; reading it would make the call wait for the "
+                                   f"GPU: pass a Python float (float({name}) waits once, where you choose)")
         if not isinstance(value, (str, bytes)) and not (isinstance(value, numbers.Complex)
                                                         and not isinstance(value, numbers.Real)):
             try:
@@ -37,6 +40,24 @@ def real(value, name: str, caller: str) -> float:
     except OverflowError:  # an int past a double's range: float() would raise this, not a ValueError
         raise BadArgumentError(f"{caller}: {name} is past the range of a float (a double)") from None
     raise BadArgumentError(f"{caller}: {name} must be a real number, not {type(value).__name__}")
+
+
+# DLPack's device types whose memory the host cannot read without a copy: CUDA, ROCm, CUDA managed
+_DLPACK_GPU = {2, 10, 13}
+
+
+def _on_gpu(value) -> bool:
+    """Whether a scalar lives in GPU memory: a torch CUDA tensor, a __cuda_array_interface__
+    producer (CuPy, Numba) or a DLPack producer on a GPU."""
+    if getattr(value, "is_cuda", False) is True or hasattr(type(value), "__cuda_array_interface__"):
+        return True
+    device = getattr(value, "__dlpack_device__", None)
+    if device is None or isinstance(value, numbers.Number):  # NumPy's scalars and arrays say CPU
+        return False
+    try:
+        return device()[0] in _DLPACK_GPU
+    except Exception:  # a producer that cannot say is read as float() reads it
+        return False
 
 
 def _same(value, number: float) -> bool:

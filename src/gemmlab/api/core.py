@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from ..errors import BadArgumentError, NoGPUError, UnknownKernelError
 from . import dispatch, tuning
 from .candidates import refusal, round_fill, slow_path
+from .launches import launching_on
 from .tma_executors import copies_to_row_major
 
 _setup_lock = threading.Lock()
@@ -293,7 +294,8 @@ def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, st
         ex = cache.get(key)
     if ex is None:  # built for this stream, and kept unless a use_tuning came meanwhile (keep)
         before = forgotten[0]
-        ex = new_executor(op_name, dtype, dims, impl, params, layout, out)
+        with launching_on(stream):  # a workspace is cleared on this stream, the host not waiting
+            ex = new_executor(op_name, dtype, dims, impl, params, layout, out)
         ex.stream = stream
         keep(cache, key, ex, before)
     return ex

@@ -29,7 +29,7 @@ from ..cuda.graph_replay import GraphReplay
 from ..cuda.launch_graph import LaunchGraph, gemm_key, pin_if_captured
 from ..errors import BadArgumentError, LaunchError, NoGPUError
 from .launches import (REDUCE_SIGNATURES, SPLITK_REDUCE_SIGNATURE, FastGemm, gemm_signature, prepared,
-                       zeroed_workspace)
+                       workspace)
 from .operands import Operand, cupy_view
 from .tma_executors import TmaGemm, in_place_refusal, tma_fast
 
@@ -68,7 +68,7 @@ class KernelGemm(FastGemm):
             floats = impl.workspace_floats(problem, runner.params) if takes_w else 0
             if floats:
                 # Zeroed: stream-K's tile flags start at zero (and the kernel leaves them so).
-                self.workspace = zeroed_workspace(floats)
+                self.workspace = workspace(floats)
                 self.owns_workspace = True
             if takes_w:
                 self.main.set(first + 8, self.workspace.data.ptr if floats else 0)
@@ -213,8 +213,6 @@ class KernelReduce:
     owns_workspace = True
 
     def __init__(self, runner, n: int):
-        import cupy as cp
-
         from ..ops.reduce_passes import plan
 
         self.name = runner.name
@@ -223,8 +221,8 @@ class KernelReduce:
         self.launches = []
         if single:
             (m, launch), = passes
-            self.partials = cp.empty(launch.grid[0], dtype=cp.float32)
-            self.counter = zeroed_workspace(2, "uint32")  # the kernel leaves both at 0
+            self.partials = workspace(launch.grid[0], zeroed=False)
+            self.counter = workspace(2, "uint32")  # the kernel leaves both at 0
             p = prepared(runner.compiled, launch, REDUCE_SIGNATURES[True])
             p.set(1, m)
             p.set(3, self.partials.data.ptr)
@@ -233,7 +231,7 @@ class KernelReduce:
         else:
             grids = [launch.grid[0] for _, launch in passes]
             inner = grids[:-1]
-            self.buffers = [cp.empty(max(inner[k::2], default=1), dtype=cp.float32) for k in (0, 1)]
+            self.buffers = [workspace(max(inner[k::2], default=1), zeroed=False) for k in (0, 1)]
             src = None
             for k, (m, launch) in enumerate(passes):
                 p = prepared(runner.compiled, launch, REDUCE_SIGNATURES[False])

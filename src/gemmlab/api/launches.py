@@ -3,6 +3,9 @@ interface, the argument kinds of their launches, and prepared(), a compiled kern
 launch configuration."""
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 from ..cuda.launch import STATIC_SMEM_LIMIT, allow_dynamic_smem
 from ..cuda.launcher import PreparedLaunch
 from .operands import Operand
@@ -45,17 +48,47 @@ class FastGemm:
         self.run(a.ptr, b.ptr, c.ptr, alpha, beta, stream)
 
 
-def zeroed_workspace(count: int, dtype: str = "float32"):
-    """A zeroed workspace that an executor owns (split-K and stream-K flags, a reduction's
-    counters: they must start at zero, and the kernels leave them so). Its clearing is finished before this returns, so a first launch on any stream - a torch side
-    stream does not wait for CuPy's - finds it zero; under a CuPy stream capture the clearing is
-    captured on the same stream instead, ahead of the kernel."""
+_building = threading.local()  # .stream: the one stream the executors being built will launch on
+
+
+@contextmanager
+def launching_on(stream: int):
+    """Executors built in this block launch on `stream` and on no other (core.executor keeps one
+    per stream wherever it owns a workspace), so their workspaces are cleared there."""
+    _building.stream = stream
+    try:
+        yield
+    finally:
+        _building.stream = None
+
+
+def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
+    """A buffer an executor owns: split-K and stream-K flags, a reduction's counters (zeroed: they
+    must start at zero, and the kernels leave them so), a reduction's partials (not zeroed).
+
+    - Built for one stream (launching_on, a call's executor): taken from CuPy's pool on that stream
+      and cleared there, ahead of the first kernel, so the host does not wait; freed, it goes back
+      to that stream's blocks, reused only behind the kernels that used it. Until session 36 every
+      first call of a shape (for reduce_sum, of each n) waited on the host for the work queued on
+      CuPy's current stream: the legacy stream, and with it every blocking stream, torch's default.
+    - Otherwise (a plan, which may launch on any stream; a call's built while its stream is being
+      captured, where a clearing would only be recorded): made on CuPy's current stream, and a
+      clearing finished before this returns, so a first launch on any stream - a torch side stream
+      does not wait for CuPy's - finds it zero; under a CuPy stream capture the clearing is
+      captured on the same stream instead, ahead of the kernel."""
     import cupy as cp
 
-    buf = cp.zeros(count, dtype=dtype)
-    stream = cp.cuda.get_current_stream()
-    if not stream.is_capturing():
-        stream.synchronize()
+    make = cp.zeros if zeroed else cp.empty
+    stream = getattr(_building, "stream", None)
+    if stream is not None and not cp.cuda.runtime.streamIsCapturing(stream):
+        from ..cuda.device import cupy_stream
+
+        with cupy_stream(stream):
+            return make(count, dtype=dtype)
+    buf = make(count, dtype=dtype)
+    current = cp.cuda.get_current_stream()
+    if zeroed and not current.is_capturing():
+        current.synchronize()
     return buf
 
 

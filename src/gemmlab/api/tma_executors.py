@@ -15,7 +15,7 @@ says why).
 from __future__ import annotations
 
 from ..cuda.launch_graph import LaunchGraph, gemm_key
-from .launches import FastGemm, prepared, tma_signature, zeroed_workspace
+from .launches import FastGemm, prepared, tma_signature, workspace
 from .interface import ITEMSIZE
 
 
@@ -104,7 +104,7 @@ class TmaGemm(FastGemm):
             self.launch.set(first + 6, self.N)  # ldc: C is dense
             floats = spec.workspace_floats(problem, params)
             if floats:
-                self.workspace = zeroed_workspace(floats)
+                self.workspace = workspace(floats)
                 self.owns_workspace = True
             self.launch.set(first + 7, self.workspace.data.ptr if floats else 0)
             for i, x in enumerate(persistent_schedule(problem, params)):

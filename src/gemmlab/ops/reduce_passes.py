@@ -61,7 +61,11 @@ class ReduceRunner(PreparedImpl):
 
     # -- buffers --------------------------------------------------------------------------
 
-    def _ensure(self, n: int) -> None:
+    def _ensure(self, n: int, stream=None) -> None:
+        """Every buffer n elements need. CuPy makes (and zeroes) them on its current stream; the
+        host waits for that only where the launches go to another `stream` (a cuda.core Stream;
+        None: not known, as prepare()'s callers before timing). The API runs inside its call's
+        stream, so its first call of a shape does not wait on the host for the work queued there."""
         import cupy as cp
 
         allocated = False
@@ -89,7 +93,9 @@ class ReduceRunner(PreparedImpl):
                 self._scratch = cp.empty(n, dtype=cp.float32)
                 allocated = True
         if allocated:
-            cp.cuda.get_current_stream().synchronize()  # CuPy worked on its own stream
+            current = cp.cuda.get_current_stream()
+            if stream is None or current.ptr != int(stream.handle):
+                current.synchronize()  # CuPy worked on its own stream
 
     def prepare(self, n: int) -> None:
         """Allocate every buffer n elements need (call before timing)."""
@@ -123,7 +129,7 @@ class ReduceRunner(PreparedImpl):
         the library's fresh 0-d array or tensor for a baseline, the copy for the ceiling.
         """
         n = int(x.size)
-        self._ensure(n)
+        self._ensure(n, stream)
         if self.compiled is None:
             return self.impl.enqueue(x, int(stream.handle), self._scratch)
         out = self._out if out is None else out
@@ -141,7 +147,7 @@ class ReduceRunner(PreparedImpl):
         if self.compiled is None or self.single_pass:
             raise ValueError(f"{self.name} has no block-partials pass")
         n = int(x.size)
-        self._ensure(n)
+        self._ensure(n, stream)
         m, launch = self.plan(n)[0]
         grid = launch.grid[0]
         if grid == 1:
