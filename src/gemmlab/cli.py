@@ -21,6 +21,7 @@ from .errors import BadArgumentError, GemmlabError, NoGPUError
 from .harness import session
 from .harness.bench import BenchOptions
 from .harness.ui import DTYPE_HELP, LAYOUT_HELP, OUT_HELP, console, fmt_params, params_for
+from .outputs import FILE_OPTIONS, checked_as_typed, removes_made_folders_on_failure
 from .profile import analyze_command
 from .profile import commands as profile_commands
 from .tune.command import run_tune_command
@@ -138,7 +139,7 @@ BENCH_IMPL_HELP = ("kernel name, a,b,c or all (with the baselines). `dispatch`: 
 
 
 @app.command()
-def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
+def bench(ctx: typer.Context, impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
           op: str = typer.Option("sgemm", help=OP_HELP),
           dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
           layout: Optional[str] = typer.Option(None, help=LAYOUT_HELP),
@@ -169,12 +170,7 @@ def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
     if api is not None:
         from .apicommand import bench_api
 
-        given = {"--op": op != "sgemm", "--impl": impl != "all", "--params": params, "--dtype": dtype, "--db": db,
-                 "--layout": layout, "--out-dtype": out_dtype, "--csv": csv, "--json": json_out, "--M": M,
-                 "--N": N, "--K": K, "--batch": batch, "--alpha": alpha is not None, "--beta": beta is not None,
-                 "--warmup": warmup != 3, "--repeat": repeat != 10, "--no-check": not check,
-                 "--no-flush": not flush, "--default-params": default_params}
-        ignored = [name for name, value in given.items() if value]
+        ignored = _given(ctx, "--api", "--sizes", "--n", "--markdown")
         if ignored:  # bench --api times the entry points with their own choices, and writes only --markdown
             raise BadArgumentError(f"{', '.join(ignored)}: not taken with --api (it takes --sizes, --n and --markdown)")
         bench_api(api, sizes, n, markdown)
@@ -188,7 +184,7 @@ def bench(impl: str = typer.Option("all", help=BENCH_IMPL_HELP),
 
 
 @app.command()
-def tune(impl: str = typer.Option(..., help="one kernel name"),
+def tune(ctx: typer.Context, impl: str = typer.Option(..., help="one kernel name"),
          M: int = typer.Option(4096, "--M", min=1), N: int = typer.Option(4096, "--N", min=1),
          K: int = typer.Option(4096, "--K", min=1),
          op: Optional[str] = typer.Option(None, help="sgemm or hgemm: checked against the kernel's op (default: "
@@ -217,7 +213,15 @@ def tune(impl: str = typer.Option(..., help="one kernel name"),
                                            "this (default: every model, each its own run)")) -> None:
     """Search a kernel's parameter space on one shape: every point verified, then timed."""
     run_tune_command(impl, M, N, K, param, strategy, budget, time_limit, seed, jobs, devices, timeout, resume,
-                     dry_run, plot, db, session.command_line(), cluster, compile_workers, gpu, dtype, op)
+                     dry_run, plot, db, session.command_line(), cluster, compile_workers, gpu, dtype, op, _given(ctx))
+
+
+def _given(ctx: typer.Context, *taken: str) -> list[str]:
+    """The options typed on the command line, in the order declared (a flag's --no- form as
+    such), less those in `taken`; one typed at its default value counts (`--warmup 3` as 4)."""
+    params = [p for p in ctx.command.params if getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
+    names = [p.secondary_opts[0] if p.secondary_opts and ctx.params[p.name] is False else p.opts[0] for p in params]
+    return [name for name in names if name not in taken]
 
 
 def _api_choice(problem, gpu: str, arch: str):  # what the API would run (apichoice, imported on first use)
@@ -271,6 +275,17 @@ def _utf8(text: str) -> bool:  # os.fsdecode keeps an undecodable byte as a lone
     return not any("\ud800" <= c <= "\udfff" for c in text)
 
 
+def _command():
+    """`app` as click runs it, each file option (outputs.FILE_OPTIONS) checked as typed."""
+    group = typer.main.get_command(app)
+    for param in (p for command in group.commands.values() for p in command.params):
+        option = next((o for o in param.opts if o in FILE_OPTIONS), None)
+        if option:  # click hands process_value the string as typed; typer makes the Path in it
+            param.process_value = checked_as_typed(option, param.process_value)
+    return group
+
+
+@removes_made_folders_on_failure  # a refused command leaves no empty folder it made for an output
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every failure into one line and an exit code."""
     err = Console(stderr=True)
@@ -281,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: argument {ascii(bad)[:80]} is not UTF-8 text")
         return 2
     try:
-        code = app(args=argv, standalone_mode=False)  # Typer returns Ctrl-C in a command as 130
+        code = _command()(args=argv, standalone_mode=False)  # Typer returns Ctrl-C in a command as 130
     except GemmlabError as exc:
         say(f"error: {_line(exc)}")
         return exc.exit_code

@@ -2,17 +2,20 @@
 checked before any work: a benchmark must not run for minutes and then fail to write its table.
 Each is refused in one line (BadArgumentError: exit 2) where it names a directory, lies under a
 plain file or in a folder this user cannot write, or would overwrite a results database (the
-command's own, or any SQLite file); a missing parent folder is made, as the database's is.
+command's own, or any SQLite file); a missing parent folder is made, as the database's is, and
+made folders still empty when the command is refused are removed (remove_made_folders).
 Writability is tried, not asked: os.access says yes to root on /proc or /sys, where the write
 then failed after the run. Also the name of a batch's raw text file (batch_file_path)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from .errors import BadArgumentError
 from .readonly_db import connect_reading, irregular
@@ -20,6 +23,9 @@ from .readonly_db import connect_reading, irregular
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
 SIDECARS = ("", "-wal", "-shm", "-journal")  # the database's own file and SQLite's files beside it
+# what a file option named as a folder is told to give instead (typed_file_path)
+FILE_OPTIONS = {"--db": "results.db", "--csv": "results.csv", "--json": "results.json", "--markdown": "results.md"}
+_made: list[Path] = []  # the folders make_folder made in this command, each after its parent
 
 
 def output_file(path: str | os.PathLike | None, option: str,
@@ -153,9 +159,67 @@ def output_folder(path: str | os.PathLike, option: str) -> Path:
     return path
 
 
+def typed_file_path(option: str, typed: str | None) -> None:
+    """Refuse a file option's value that names a folder as typed (`--db new/`)."""
+    if typed is not None and str(typed).endswith(("/", "/.")):
+        named = Path(typed)  # a file written with a '/' after it is shown as itself
+        example = str(named if named.is_file() else named / FILE_OPTIONS.get(option, "results"))
+        raise BadArgumentError(f"{option} {str(typed)!r} names a folder: give a file path such as {example!r}")
+
+
+def checked_as_typed(option: str, process):
+    """A click parameter's process_value, run after typed_file_path on the value as typed: it
+    makes typer's Path, which drops a trailing '/' or '/.', so `--db new/` made a FILE named new."""
+    def process_typed(ctx, value):
+        typed_file_path(option, value)
+        return process(ctx, value)
+    return process_typed
+
+
+def make_folder(folder: str | os.PathLike) -> None:
+    """`mkdir -p folder`, remembering each level it made itself: not one that was there, nor one
+    another process made first (FileExistsError), for neither is this command's to remove."""
+    folder = Path(folder).absolute()
+    missing = []
+    for level in (folder, *folder.parents):
+        if level.exists():
+            break
+        missing.append(level)
+    for level in reversed(missing):
+        try:
+            level.mkdir()
+        except FileExistsError:
+            continue
+        _made.append(level)
+    folder.mkdir(parents=True, exist_ok=True)  # nothing left to make; raises for a file in the way
+
+
+def remove_made_folders() -> None:
+    """For a command refused or failed after make_folder (bad input found later, no GPU): each
+    folder it made that is still empty, deepest first. rmdir removes no folder holding anything
+    (an output written, another process's file), and then none of its parents either."""
+    while _made:
+        with contextlib.suppress(OSError):
+            _made.pop().rmdir()
+
+
+def removes_made_folders_on_failure(entry: Callable[..., int]) -> Callable[..., int]:
+    """`entry` (a command line's main, returning its exit code) that, when the code is not 0,
+    removes the folders made during it that are still empty (remove_made_folders); folders made
+    before it (an earlier command in this process) are not its own, so forgotten first."""
+    @functools.wraps(entry)
+    def run(*args, **kwargs) -> int:
+        _made.clear()
+        code = entry(*args, **kwargs)
+        if code:
+            remove_made_folders()
+        return code
+    return run
+
+
 def _folder(folder: Path, option: str, named: Path) -> None:
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_folder(folder)
     except OSError as exc:  # a parent that is a plain file, no permission, a read-only file system
         raise BadArgumentError(f"{option} {str(named)!r}: cannot make folder {str(folder)!r} "
                                f"({exc.strerror or exc})") from None
@@ -171,7 +235,7 @@ def batch_file_path(folder: str | os.PathLike, prefix: str = "bench_fp32") -> Pa
     same second, even from two processes, get two different names (_1, _2, ...).
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     stem = f"{prefix}_{time.strftime('%Y%m%d_%H%M%S')}"
     for n in range(10_000):
         path = folder / (f"{stem}.txt" if n == 0 else f"{stem}_{n}.txt")

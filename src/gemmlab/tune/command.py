@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from rich.table import Table
 
@@ -16,16 +16,20 @@ from ..problem import GemmProblem, comma_items
 
 
 TUNABLE_OPS = ("sgemm", "hgemm")  # a GemmProblem per trial; bgemm and reduce have other problems
+# what a dry run counts (the kernel, its problem, the space) and the strategy it builds, which
+# says how many of the kept points a run would take; every other option only shapes the run
+DRY_RUN_OPTIONS = ("--impl", "--M", "--N", "--K", "--op", "--dtype", "--param", "--strategy", "--budget", "--seed")
 
 
 def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strategy: str, budget: Optional[int],
                      time_limit: Optional[float], seed: int, jobs: Optional[int], devices: Optional[str], timeout: float,
                      resume: bool, dry_run: bool, plot: bool, db: Optional[Path], command: str,
                      cluster: Optional[str] = None, compile_workers: Optional[int] = None,
-                     gpu: Optional[str] = None, dtype: Optional[str] = None, op: Optional[str] = None) -> None:
+                     gpu: Optional[str] = None, dtype: Optional[str] = None, op: Optional[str] = None,
+                     given: Sequence[str] = ()) -> None:
     """Search a kernel's parameter space on one shape: every point verified, then timed.
     A sweep the cluster stopped ends in one error line after the others' results (its rows
-    so far are kept)."""
+    so far are kept). `given`: the options typed; a dry run refuses those not in DRY_RUN_OPTIONS."""
     from .search import STRATEGIES
     from .space import axes as space_axes
     from .space import enumerate_space, parse_param_axes
@@ -45,6 +49,10 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
     if strategy not in STRATEGIES:
         raise BadArgumentError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
     device_list = _parse_devices(devices)
+    run_only = [name for name in given if name not in (*DRY_RUN_OPTIONS, "--dry-run")]
+    if dry_run and run_only:  # after the values' own checks: a bad one is named as such first
+        raise BadArgumentError(f"{', '.join(run_only)}: not taken with --dry-run, which runs nothing (it takes "
+                               f"{', '.join(DRY_RUN_OPTIONS)})")
     if cluster is None and (compile_workers is not None or gpu is not None):
         raise BadArgumentError("--compile-workers and --gpu go with --cluster")
     if cluster is not None and cluster != "local" and (devices is not None or compile_workers is not None):
@@ -78,6 +86,9 @@ def run_tune_command(impl: str, M: int, N: int, K: int, param: list[str], strate
         table.add_row(reason, str(count))
     console.print(table)
     if dry_run:
+        if budget is not None:
+            console.print(f"--budget {budget}: a run would time {min(budget, len(report.kept))} of the "
+                          f"{len(report.kept)} kept points")
         return
     if not report.kept:
         raise BadArgumentError(f"no point of {impl}'s space satisfies its constraints")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from ..outputs import make_folder
+
 
 def _timed(rows: Sequence[dict]) -> list[dict]:
     return [r for r in rows if r.get("status") == "PASS" and r.get("gflops")]
@@ -51,7 +53,7 @@ def heatmap(rows: Sequence[dict], x: str, y: str, path: Path, title: str) -> Pat
     fig.colorbar(image, ax=ax, label="GFLOP/s (best over the other parameters)")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)  # remembered: a command failing after it leaves no empty plots/
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
@@ -75,7 +77,7 @@ def best_so_far(rows: Sequence[dict], path: Path, title: str) -> Path:
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)  # remembered: a command failing after it leaves no empty plots/
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
