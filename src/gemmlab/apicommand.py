@@ -45,6 +45,7 @@ def bench_api(selection: str, sizes: str | None, n: str | None, markdown: Path |
     targets = "\n".join(summary(rows)).rstrip("\n")
     console.print(targets, markup=False, highlight=False)
     text = apibench.to_markdown(rows, command_line()) + "\n" + targets
-    if markdown is not None:
+    if markdown is not None:  # its folder made again: another command, refused, may have removed it while empty
+        markdown.parent.mkdir(parents=True, exist_ok=True)
         markdown.write_text(text + "\n")
         console.print(f"wrote {markdown}")

@@ -197,7 +197,10 @@ def make_folder(folder: str | os.PathLike) -> None:
 def remove_made_folders() -> None:
     """For a command refused or failed after make_folder (bad input found later, no GPU): each
     folder it made that is still empty, deepest first. rmdir removes no folder holding anything
-    (an output written, another process's file), and then none of its parents either."""
+    (an output written, another process's file), and then none of its parents either. Another
+    command that found such a folder already there may still mean to write into it at its end:
+    every writer makes its file's folder again just before writing (the stores' exports, bench's
+    and bench --api's markdown, report's pages and plots through output_file)."""
     while _made:
         with contextlib.suppress(OSError):
             _made.pop().rmdir()

@@ -279,3 +279,48 @@ def test_use_tuning_leaves_an_empty_file_alone(tmp_path):
     assert empty.stat().st_size == 0  # the store wrote a 24 KiB schema into it
     with pytest.raises(BadArgumentError, match="path must be a file path"):
         gemmlab.use_tuning(123)
+
+
+# -- a dropped plan's buffers (session 36's review) -------------------------------------------------
+
+@pytest.fixture
+def owning(fake_gpu, monkeypatch):
+    """fake_gpu, its executors owning buffers (as a split-K kernel's or a sum's)."""
+    from gemmlab.api import core
+
+    build = core.new_executor
+
+    def new_executor(*args, **kwargs):
+        ex = build(*args, **kwargs)
+        ex.owns_workspace = True
+        return ex
+
+    monkeypatch.setattr(core, "new_executor", new_executor)
+    return fake_gpu
+
+
+@pytest.mark.parametrize("launch, waits", [(11, [("wait", 7, "for", 11)]), (7, []), (None, [])])
+def test_a_dropped_plan_makes_cupys_stream_wait_for_its_last_launch(owning, launch, waits):
+    # its buffers came from CuPy's pool on CuPy's stream (7 here) and go back there when it is
+    # dropped, to the next allocation at once: its kernels on another stream must be done first
+    import gc
+
+    plan = gemmlab.Matmul(CAI(4, 8), CAI(8, 16), CAI(4, 16))
+    if launch is not None:
+        plan.execute(stream=launch)
+    before = len(owning)
+    del plan
+    gc.collect()
+    assert owning[before:] == waits
+
+
+def test_a_dropped_plan_orders_nothing_under_a_capture(owning):
+    import gc
+
+    plan = gemmlab.Sum(CAI(64))
+    plan.execute(stream=11)
+    owning.capturing.add(11)
+    before = len(owning)
+    del plan
+    gc.collect()
+    assert owning[before:] == []

@@ -61,6 +61,27 @@ def test_a_dlpack_scalar_on_the_host_is_read():
     assert checks.real(_Dlpack(1), "alpha", "gemmlab.sgemm") == 2.5
 
 
+class _TorchCpuLike:
+    """As torch.Tensor on the CPU: the class declares __cuda_array_interface__ (a property for every
+    device), and reading it on a CPU tensor raises AttributeError."""
+    is_cuda = False
+
+    @property
+    def __cuda_array_interface__(self):
+        raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type")
+
+    def __dlpack_device__(self):
+        return 1, 0
+
+    def __float__(self):
+        return 0.5
+
+
+def test_a_cpu_tensor_is_read_although_its_class_declares_a_cuda_array_interface():
+    # the first version asked the type, and refused torch.tensor(0.5) as "a GPU array" (session 36's review)
+    assert checks.real(_TorchCpuLike(), "beta", "gemmlab.sgemm") == 0.5
+
+
 class FakeExecutor:
     owns_workspace = False
 

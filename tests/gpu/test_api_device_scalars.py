@@ -34,3 +34,7 @@ def test_gpu_scalars_are_refused_by_calls_and_plans(which):
     got = gemmlab.sgemm(A, B, C, alpha=np.array(0.5))  # a host 0-d array: read as before
     cp.cuda.Device().synchronize()
     assert float(got[0, 0]) == 32.0
+    torch = pytest.importorskip("torch")
+    got = gemmlab.sgemm(A, B, C, alpha=torch.tensor(0.25))  # a CPU tensor too (its class has the interface)
+    cp.cuda.Device().synchronize()
+    assert float(got[0, 0]) == 16.0

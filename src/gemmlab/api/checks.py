@@ -48,8 +48,10 @@ _DLPACK_GPU = {2, 10, 13}
 
 def _on_gpu(value) -> bool:
     """Whether a scalar lives in GPU memory: a torch CUDA tensor, a __cuda_array_interface__
-    producer (CuPy, Numba) or a DLPack producer on a GPU."""
-    if getattr(value, "is_cuda", False) is True or hasattr(type(value), "__cuda_array_interface__"):
+    producer (CuPy, Numba) or a DLPack producer on a GPU. Asked of the value, not of its type:
+    torch.Tensor (and JAX's arrays) declare __cuda_array_interface__ on the class for every
+    device, and a CPU tensor's raises AttributeError when read."""
+    if getattr(value, "is_cuda", False) is True or hasattr(value, "__cuda_array_interface__"):
         return True
     device = getattr(value, "__dlpack_device__", None)
     if device is None or isinstance(value, numbers.Number):  # NumPy's scalars and arrays say CPU

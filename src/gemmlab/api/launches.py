@@ -54,12 +54,13 @@ _building = threading.local()  # .stream: the one stream the executors being bui
 @contextmanager
 def launching_on(stream: int):
     """Executors built in this block launch on `stream` and on no other (core.executor keeps one
-    per stream wherever it owns a workspace), so their workspaces are cleared there."""
+    per stream wherever it owns a workspace), so their workspaces are made and cleared there."""
+    outer = getattr(_building, "stream", None)
     _building.stream = stream
     try:
         yield
     finally:
-        _building.stream = None
+        _building.stream = outer
 
 
 def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
@@ -72,22 +73,27 @@ def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
       first call of a shape (for reduce_sum, of each n) waited on the host for the work queued on
       CuPy's current stream: the legacy stream, and with it every blocking stream, torch's default.
     - Otherwise (a plan, which may launch on any stream; a call's built while its stream is being
-      captured, where a clearing would only be recorded): made on CuPy's current stream, and a
-      clearing finished before this returns, so a first launch on any stream - a torch side stream
-      does not wait for CuPy's - finds it zero; under a CuPy stream capture the clearing is
-      captured on the same stream instead, ahead of the kernel."""
+      captured, where a clearing would only be recorded): made on CuPy's current stream and
+      waited for before this returns, zeroed or not, so that neither the clearing nor a block
+      that CuPy just freed with work still queued on that stream can race a first launch on
+      another (a torch side stream does not wait for CuPy's). Under a CuPy stream capture the
+      clearing is captured on the same stream instead, ahead of the kernel. A plan's blocks go
+      back to that stream's when it is dropped; that stream then first waits for the one the
+      plan last ran on (api/plans._freed_behind_its_work)."""
     import cupy as cp
+
+    from ..cuda.launch_graph import is_captured
 
     make = cp.zeros if zeroed else cp.empty
     stream = getattr(_building, "stream", None)
-    if stream is not None and not cp.cuda.runtime.streamIsCapturing(stream):
+    if stream is not None and not is_captured(stream):  # a failed query counts as a capture
         from ..cuda.device import cupy_stream
 
         with cupy_stream(stream):
             return make(count, dtype=dtype)
     buf = make(count, dtype=dtype)
     current = cp.cuda.get_current_stream()
-    if zeroed and not current.is_capturing():
+    if not current.is_capturing():
         current.synchronize()
     return buf
 

@@ -105,6 +105,7 @@ def record_and_report(impls: list, problems: list, options: BenchOptions, *, sto
         store.export_json(json_out, run_id)
     if markdown:
         lines = [f"Command: `{command}`", *header]
+        Path(markdown).parent.mkdir(parents=True, exist_ok=True)  # again: a refused command may have removed it
         Path(markdown).write_text("\n\n".join(lines) + "\n\n" + "\n".join(to_markdown(t) for t in shown))
     console.print(f"stored run {run_id} in {db or DEFAULT_DB}; table in {batch}")
     return results
