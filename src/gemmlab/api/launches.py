@@ -78,8 +78,8 @@ def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
       that CuPy just freed with work still queued on that stream can race a first launch on
       another (a torch side stream does not wait for CuPy's). Under a CuPy stream capture the
       clearing is captured on the same stream instead, ahead of the kernel. A plan's blocks go
-      back to that stream's when it is dropped; that stream then first waits for the one the
-      plan last ran on (api/plans._freed_behind_its_work)."""
+      back to that stream's when it is dropped, to the next allocation there at once: a plan run
+      on another stream must be kept until its work there is done (docs/api.md, "Plans")."""
     import cupy as cp
 
     from ..cuda.launch_graph import is_captured

@@ -80,13 +80,6 @@ def current_stream_reader(op: Operand) -> Callable[[], int]:
     return lambda: _cupy.cuda.get_current_stream().ptr  # CuPy's, and an unnamed dict's (as read_cai takes it)
 
 
-def cupy_current_stream() -> int:
-    """CuPy's current stream's handle (where CuPy's pool hands out and takes back blocks)."""
-    if _cupy is None:
-        _cupy_setup()
-    return _cupy.cuda.get_current_stream().ptr
-
-
 def _read_torch(x, what: str, caller: str) -> Operand:
     if not x.is_cuda:
         raise BadArgumentError(f"{what} is a CPU (host) tensor; {caller} needs CUDA tensors")

@@ -19,14 +19,11 @@ from one thread at a time, and on one stream at a time (its workspaces are its o
 """
 from __future__ import annotations
 
-import sys
-import weakref
 from typing import Any, Mapping
 
 from ..errors import BadArgumentError
 from . import checks, core, dispatch, streams, tuning
-from .operands import (ALIGN, Operand, cupy_current_stream, current_stream_reader, new_output, read, shape_text,
-                       transposed)
+from .operands import ALIGN, Operand, current_stream_reader, new_output, read, shape_text, transposed
 
 
 def _dense(op: Operand, what: str) -> Operand:
@@ -41,30 +38,6 @@ def _named_streams(*ops: Operand) -> tuple[int, ...]:
     operands follow their framework's current stream, read at each execute): each execute waits
     for them, and their producers' next work waits for it."""
     return tuple({op.stream for op in ops if op.named})
-
-
-def _freed_behind_its_work(plan) -> list:
-    """A plan's executor's buffers come from CuPy's pool on CuPy's current stream (a plan may launch
-    on any stream: api/launches.workspace), and go back to that stream's blocks when the plan is
-    dropped, to be handed to the next allocation there at once. Its last launches on another
-    stream (a torch side stream) may still be running then: so the stream it was made on is made
-    to wait for the stream it last ran on, when it is dropped. Returns the one-item list execute()
-    writes the launch stream into."""
-    last = [None]
-    if plan._executor.owns_workspace:
-        weakref.finalize(plan, _order_behind, cupy_current_stream(), last)
-    return last
-
-
-def _order_behind(made_on: int, last: list) -> None:
-    launch = last[0]
-    if launch is None or launch == made_on or sys.is_finalizing():
-        return
-    try:  # a finalizer must not raise; under a capture the capturer orders its streams
-        if not (streams._capturing(made_on) or streams._capturing(launch)):
-            streams._order(launch, made_on)
-    except Exception:
-        pass
 
 
 class _Plan:
@@ -142,7 +115,6 @@ class Matmul(_Plan):
         self._executor = core.new_executor(op, dtype, dims, impl, params, layout, c.dtype)
         if not self._executor.fast and any(layout):
             raise BadArgumentError(f"{self._executor.why}; a plan never copies: pass contiguous operands instead")
-        self._last = _freed_behind_its_work(self)
         self._text = (f"{shape_text(dims[:3])}{f' x{dims[3]} batches' if op == 'bgemm' else ''} {dtype}"
                       + (f", C {c.dtype}" if c.dtype != "fp32" else "")
                       + (f", layout {core.layout_letters(layout)} (read in place)" if any(layout) else ""))
@@ -173,7 +145,6 @@ class Matmul(_Plan):
         if scalars is not None:
             self.alpha, self.beta = scalars
         ex = self._executor
-        self._last[0] = launch
         if ex.fast:
             ex.run(a.ptr, b.ptr, c.ptr, self.alpha, self.beta, launch)
         else:
@@ -225,7 +196,6 @@ class Sum(_Plan):
         self._current = current_stream_reader(op)
         self._tuning = tuning.describe()
         self._executor = core.new_executor("reduce", "fp32", (n,), impl, params)
-        self._last = _freed_behind_its_work(self)
         self._text = f"n={n} fp32"
 
     def execute(self, x=None, *, stream: Any = None):
@@ -240,7 +210,6 @@ class Sum(_Plan):
         ordered = streams.join(launch, (op.stream,)) if op.named and op.stream != launch else ()
         self._x, self._current = op, current
         ex = self._executor
-        self._last[0] = launch
         if ex.fast:
             ex.run(op.ptr, self._out.ptr, launch)
         else:
