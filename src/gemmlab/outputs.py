@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import BadArgumentError
-from .readonly_db import connect_reading, irregular
+from .readonly_db import connect_reading, refuse_irregular
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
@@ -73,7 +73,7 @@ def database_ready(path: str | os.PathLike) -> None:
     damaged one refused, as the run's own open would) and must take writes, with its folder
     (SQLite's -wal and -shm files); for a new one, the nearest existing folder must take a file."""
     path = Path(path)
-    _regular(path, "--db")  # also '' (the current directory), as the store says
+    refuse_irregular(path, "--db")  # also '' (the current directory), as the store says
     if path.exists():
         open_readonly(path).close()
         why = "read-only" if not _writable(path) else _refuses_files(path.parent)
@@ -92,7 +92,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     line, the file untouched)."""
     from .store import refusal
 
-    _regular(Path(path), "--db")
+    refuse_irregular(Path(path), "--db")
     try:
         db = connect_reading(path)
         why = refusal(db, Path(path))
@@ -105,13 +105,6 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         raise BadArgumentError(why)
     db.row_factory = sqlite3.Row
     return db
-
-
-def _regular(path: Path, option: str) -> None:
-    """An existing database path must be a regular file (readonly_db.irregular)."""
-    why = irregular(path)
-    if why:
-        raise BadArgumentError(f"{option} {str(path)!r} is {why}: name a results database file")
 
 
 def _writable(path: Path) -> bool:

@@ -26,6 +26,15 @@ def irregular(path: Path) -> str | None:
     return None
 
 
+def refuse_irregular(path: Path, named_by: str) -> None:
+    """One line for a database path that is an existing directory, pipe or device (irregular)."""
+    why = irregular(path)
+    if why:
+        from .errors import BadArgumentError
+
+        raise BadArgumentError(f"{named_by} {str(path)!r} is {why}: name a results database file")
+
+
 def connect_reading(path: str | Path, **connect_args) -> sqlite3.Connection:
     """A connection to the existing file at `path` that cannot write it, tried read-write, then
     read-only, then immutable (see above), each with one read to see that it opens (SQLite opens

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .errors import BadArgumentError
-from .readonly_db import connect_reading, irregular
+from .readonly_db import connect_reading, refuse_irregular
 
 DEFAULT_DB = Path("gemmlab-results") / "results.db"
 BUSY_TIMEOUT_MS = 30_000
@@ -152,9 +152,7 @@ class ResultStore:
         cannot be written (readonly_db: no schema, no WAL switch, no migration, no files left beside
         it). `named_by`: what the refusals say to change."""
         self.path = Path(path)
-        why = irregular(self.path)  # a directory (also '', the current one), a pipe, a device
-        if why:
-            raise BadArgumentError(f"{named_by} {str(path)!r} is {why}: name a results database file")
+        refuse_irregular(self.path, named_by)  # a directory (also '', the current one), a pipe, a device
         # timeout= is SQLite's busy timeout. isolation_level=None: autocommit, so every statement
         # outside a BEGIN is committed when it returns. check_same_thread=False + a lock: a tuner
         # may record from worker threads.

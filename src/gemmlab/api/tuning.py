@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..errors import BadArgumentError
+from ..readonly_db import irregular
 
 _named: str | None = None
 _cache: dict[tuple, dict] = {}
@@ -35,7 +36,7 @@ def use_tuning(path: str | os.PathLike | None) -> None:
     if p.is_dir():
         raise BadArgumentError(f"gemmlab.use_tuning: {p} is a directory: name a results database file")
     if not p.is_file():
-        what = "is not a regular file (a pipe or a device?)" if p.exists() else "does not exist"
+        what = f"is {irregular(p)}" if p.exists() else "does not exist"
         raise BadArgumentError(f"gemmlab.use_tuning: no tuning database at {p}: it {what}")
     if p.stat().st_size == 0:  # SQLite would take it as a new database, and the store write a schema into it
         raise BadArgumentError(f"gemmlab.use_tuning: {p} is empty, not a results database written by gemmlab tune")
