@@ -1,7 +1,8 @@
 """api/launches.workspace without a GPU: an executor built for one stream (launching_on) takes its
 buffers from CuPy's pool on that stream and clears them there, the host not waiting; one built for
 no stream (a plan's) or for a stream being captured makes them on CuPy's current stream and waits
-for them. CuPy, the stream switch and the capture query are stood in for."""
+for them. cuBLASLt's workspace comes the same way, not cleared. CuPy, the stream switch and the
+capture query are stood in for."""
 import contextlib
 import sys
 from types import SimpleNamespace
@@ -31,8 +32,11 @@ def pool(monkeypatch):
             on[0] = None
 
     current = SimpleNamespace(ptr=7, synchronize=lambda: log.append("wait"), is_capturing=lambda: False)
-    fake = SimpleNamespace(zeros=lambda n, dtype: log.append(("zeros", n, on[0])) or np.zeros(n, dtype),
-                           empty=lambda n, dtype: log.append(("empty", n, on[0])) or np.empty(n, dtype),
+    def made(what):  # an array with a device pointer of its own, as CuPy's
+        return lambda n, dtype: log.append((what, n, on[0])) or SimpleNamespace(
+            host=np.zeros(n, dtype), data=SimpleNamespace(ptr=0x10000 * len(log)))
+
+    fake = SimpleNamespace(zeros=made("zeros"), empty=made("empty"),
                            cuda=SimpleNamespace(get_current_stream=lambda: current))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(device, "cupy_stream", switched)
@@ -72,3 +76,17 @@ def test_the_building_stream_is_restored_after_a_nested_build_and_after_an_error
         raise RuntimeError("a build that failed")
     launches.workspace(3)
     assert pool == [("zeros", 1, 12), ("zeros", 2, 11), ("zeros", 3, None), "wait"]
+
+
+def test_cublaslts_workspace_comes_from_the_call_streams_pool_uncleared_with_its_owner(pool):
+    # its owner, kept by the prepared GEMM, hands the block back to that stream's pool when dropped:
+    # no cuMemFree, which waited for the whole device (session 37)
+    with launches.launching_on(11):
+        ptr, owner = launches.library_workspace(1 << 20)
+    assert pool == [("empty", 1 << 20, 11)]
+    assert ptr == owner.data.ptr != 0
+
+
+def test_a_plans_cublaslt_workspace_is_waited_for_like_its_other_buffers(pool):
+    launches.library_workspace(4096)
+    assert pool == [("empty", 4096, None), "wait"]

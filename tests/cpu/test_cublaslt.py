@@ -7,7 +7,7 @@ import ctypes
 
 import pytest
 
-from gemmlab.api import dispatch, executors
+from gemmlab.api import dispatch, executors, launches
 from gemmlab.cuda import cublas, cublaslt
 from gemmlab.problem import GemmProblem
 
@@ -53,10 +53,10 @@ def _fake_lt(fail: Exception | None):
     class FakeLt:
         workspace_bytes = 1 << 20
 
-        def __init__(self, *shape, trans_a=False, trans_b=False, out_dtype="fp32"):
+        def __init__(self, *shape, trans_a=False, trans_b=False, out_dtype="fp32", allocate=None):
             if fail:
                 raise fail
-            self.shape, self.trans, self.out = shape, (trans_a, trans_b), out_dtype
+            self.shape, self.trans, self.out, self.allocate = shape, (trans_a, trans_b), out_dtype, allocate
 
     return FakeLt
 
@@ -120,6 +120,7 @@ def test_lt_when_it_prepares(monkeypatch):
     ex = executors.CublasGemm(GemmProblem(64, 48, 32), "sgemm")
     assert ex.library_call == "cublasLtMatmul" and ex.lt_refusal is None
     assert ex.owns_workspace, "an Lt algorithm with a workspace is kept per stream"
+    assert ex.call.call.allocate is launches.library_workspace, "its workspace from CuPy's pool on the call's stream"
     text = dispatch.describe(dispatch.Choice("cublas", {}, "named by the caller"), "gemmlab.sgemm", "64x48x32",
                              "GPU", "sm_90", "none", ex.library_call)
     assert "cuBLAS called directly, one cublasLtMatmul per call" in text
@@ -182,3 +183,33 @@ def test_a_16bit_c_sums_split_k_partials_in_fp32_only(narrow_c):
     mask = lib.attrs.get(cublaslt.CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK)
     assert mask == (cublaslt.CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE if narrow_c else None)
     assert lib.attrs[cublaslt.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES] == cublaslt.WORKSPACE_BYTES
+
+
+class _NoCalls:
+    """A library stand-in that fails the test if the finalizer calls anything in it."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the finalizer called {name}")
+
+
+def test_a_workspace_from_allocate_is_held_then_handed_back_by_dropping_its_owner_no_free_called(monkeypatch):
+    import gc
+    import weakref
+
+    class Block:  # stands in for a CuPy array from the call stream's pool
+        ptr = 0x7000
+
+    monkeypatch.setattr(cublaslt, "_free", lambda *a: pytest.fail("cuMemFree called: it waits for the whole device"))
+    owned, made = [], [Block()]
+    alive = weakref.ref(made[0])
+    got = cublaslt._allocate(4096, owned, lambda n: (made[0].ptr, made.pop()))  # handed over, none kept here
+    assert got == 0x7000 and alive() is not None, "held while the prepared GEMM lives"
+    cublaslt._release(_NoCalls(), owned)
+    gc.collect()
+    assert alive() is None and owned == []
+
+
+def test_no_workspace_allocates_nothing():
+    owned = []
+    assert cublaslt._allocate(0, owned, lambda n: pytest.fail("allocated 0 bytes")) == 0
+    assert owned == []

@@ -3,8 +3,14 @@ sum's counters, the persistent rung's split-K flags) clears it on the call's own
 the first kernel, so the host does not wait for the work queued there. Until session 36 the
 clearing was finished on the host: every first call of a shape (for reduce_sum, of each length)
 waited for everything queued on CuPy's current stream. Each test queues a kernel that spins
-~60 ms on the call's stream, then times the first call of a new shape on the host."""
+~60 ms on the call's stream, then times the first call of a new shape on the host.
+
+Likewise an executor dropped: cuBLASLt's workspace was a cuMemAlloc of its own until session 37,
+and its cuMemFree waited for the whole device whenever such an executor went (a thread's cache
+emptied, a plan dropped). It now comes from CuPy's pool on the executor's stream."""
+import gc
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -68,3 +74,43 @@ def test_a_first_split_k_call_of_a_new_shape_does_not_wait_for_the_streams_queue
     ref = cp.asnumpy(A).astype(np.float64) @ cp.asnumpy(B).astype(np.float64)
     np.testing.assert_allclose(cp.asnumpy(got), ref, rtol=2e-3, atol=0.5)
     assert took < LIMIT_S, f"the first split-K call took {took * 1e3:.1f} ms: it waited for the stream's queued work"
+
+
+# Lt picks split-K with a workspace for a thin, deep GEMM; the first of these that gets one is used
+LT_WORKSPACE_SHAPES = [(64, 64, 65536), (128, 128, 32768), (256, 256, 16384), (512, 512, 8192)]
+
+
+def test_dropping_a_cublaslt_executor_with_a_workspace_does_not_wait_for_the_device():
+    from gemmlab.api import core
+    from gemmlab.api.launches import launching_on
+
+    core.setup()  # what a first call does: this test may run alone
+    stream, busy = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    for M, N, K in LT_WORKSPACE_SHAPES:
+        with launching_on(stream.ptr):  # as a call's executor is built (core.executor)
+            ex = core.new_executor("hgemm", "fp16", (M, N, K), "cublas", None)
+        if ex.owns_workspace and ex.lt_refusal is None:
+            break
+    else:
+        pytest.skip(f"cuBLASLt chose no algorithm with a workspace for any of {LT_WORKSPACE_SHAPES}")
+    rng = np.random.default_rng(37)
+    A = cp.asarray(rng.standard_normal((M, K)).astype(np.float16))
+    B = cp.asarray(rng.standard_normal((K, N)).astype(np.float16))
+    C = cp.full((M, N), np.nan, dtype=cp.float32)
+    ex.run(A.data.ptr, B.data.ptr, C.data.ptr, 1.0, 0.0, stream.ptr)  # the workspace in use
+    stream.synchronize()
+    ref = cp.asnumpy(A).astype(np.float64) @ cp.asnumpy(B).astype(np.float64)
+    np.testing.assert_allclose(cp.asnumpy(C), ref, rtol=1e-3, atol=0.05)
+    prepared = weakref.ref(ex.call.call)  # the PreparedLtGemm under the graph replay
+    _spin(busy)
+    busy.synchronize()  # compiled and loaded: the spin below is the only queued work
+    _spin(busy)
+    start = time.perf_counter()
+    del ex
+    if prepared() is not None:  # held in a cycle: collected now (a full collection takes its own time)
+        gc.collect()
+    took = time.perf_counter() - start
+    busy.synchronize()
+    assert prepared() is None, "the executor's cuBLASLt GEMM outlived it"
+    assert took < LIMIT_S, (f"dropping a {M}x{N}x{K} cuBLASLt executor took {took * 1e3:.1f} ms: "
+                            "freeing its workspace waited for another stream's work")

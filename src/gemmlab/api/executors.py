@@ -28,8 +28,8 @@ from dataclasses import replace
 from ..cuda.graph_replay import GraphReplay
 from ..cuda.launch_graph import LaunchGraph, gemm_key, pin_if_captured
 from ..errors import BadArgumentError, LaunchError, NoGPUError
-from .launches import (REDUCE_SIGNATURES, SPLITK_REDUCE_SIGNATURE, FastGemm, gemm_signature, prepared,
-                       workspace)
+from .launches import (REDUCE_SIGNATURES, SPLITK_REDUCE_SIGNATURE, FastGemm, gemm_signature, library_workspace,
+                       prepared, workspace)
 from .operands import Operand, cupy_view
 from .tma_executors import TmaGemm, in_place_refusal, tma_fast
 
@@ -163,7 +163,8 @@ class CublasGemm(FastGemm):
         out = getattr(problem, "out_dtype", "fp32")
         self.lt_refusal, self.layout = None, layout
         try:
-            self.call = cublaslt.PreparedLtGemm(*shape, trans_a=layout[0], trans_b=layout[1], out_dtype=out)
+            self.call = cublaslt.PreparedLtGemm(*shape, trans_a=layout[0], trans_b=layout[1], out_dtype=out,
+                                                allocate=library_workspace)
         except (LaunchError, NoGPUError) as exc:  # no cuBLASLt, or no algorithm for this GEMM
             if any(layout) and kind != "ex":  # classic SGEMM here takes no transposed operand: the caller copies
                 raise LayoutNotSupported(str(exc)) from None

@@ -98,6 +98,15 @@ def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
     return buf
 
 
+def library_workspace(nbytes: int) -> tuple[int, object]:
+    """(pointer, owner) of a library's workspace (cuBLASLt's; cuda/cublaslt.py's `allocate`), made
+    as workspace() makes an executor's, not cleared: on the stream a call's executor is built
+    for, no wait; dropped, back to that stream's blocks. Until session 37 it was a cuMemAlloc of
+    its own, whose cuMemFree waited for the whole device whenever such an executor was dropped."""
+    buf = workspace(nbytes, "uint8", zeroed=False)
+    return buf.data.ptr, buf
+
+
 def prepared(ck, geometry, signature) -> PreparedLaunch:
     """A PreparedLaunch of compiled kernel `ck` with `geometry` (dynamic shared memory allowed)."""
     if geometry.shmem > STATIC_SMEM_LIMIT:

@@ -18,9 +18,13 @@ handle is not bound to a stream: the stream is cublasLtMatmul's last argument).
 Workspace: each PreparedLtGemm owns one, of exactly the size its algorithm needs (zero for many),
 allocated when it is built. Not one per thread: two streams of one thread may run cuBLASLt GEMMs
 at once, and two GEMMs must never share a workspace (api/executors.py marks an executor with one
-as owns_workspace, so the API keeps it per stream). Building allocates in relaxed capture mode,
-so that a GEMM first met inside a CUDA graph capture can still be built; the call itself never
-allocates or synchronizes.
+as owns_workspace, so the API keeps it per stream). The API passes `allocate`, which takes it
+from CuPy's pool on the stream the GEMM will run on (api/launches.workspace): dropped, it goes
+back there, reused only behind the work queued on that stream. Without it the workspace is a
+cuMemAlloc of its own, and its cuMemFree, when the GEMM is dropped, waits for the whole device
+(until session 37 the API's case too: a thread's executor cache emptied, a plan dropped).
+Building allocates in relaxed capture mode, so that a GEMM first met inside a CUDA graph capture
+can still be built; the call itself never allocates or synchronizes.
 
 Enum values are cuBLAS 13.1's headers (cublasLt.h, cublas_api.h) and the CUDA toolkit's
 library_types.h and cuda.h; the same values stand in the CUDA 11 and 12 headers.
@@ -270,10 +274,15 @@ def _heuristic(lib, h, desc, layouts, pref, what: str) -> HeuristicResult:
     return result
 
 
-def _allocate(nbytes: int, owned: list) -> int:
-    """`nbytes` of device memory (cuMemAlloc, as cublas.Handle's workspace), freed by the finalizer."""
+def _allocate(nbytes: int, owned: list, allocate=None) -> int:
+    """`nbytes` of device memory, released by the finalizer: `allocate(nbytes)`'s (pointer, owner),
+    the owner kept until then, or a cuMemAlloc of its own (as cublas.Handle's workspace)."""
     if not nbytes:
         return 0
+    if allocate is not None:
+        ptr, owner = allocate(nbytes)
+        owned.append(("owner", owner))  # dropped by the finalizer, no call made
+        return ptr
     from .launcher import driver, error_name
 
     lib = driver()
@@ -297,7 +306,7 @@ def _release(lib, owned: list) -> None:
         try:
             if entry[0] == "workspace":
                 _free(entry[1], entry[2])
-            else:
+            elif entry[0] != "owner":  # an owner's memory goes back with it, popped here
                 getattr(lib, entry[0])(entry[1])
         except Exception:  # a finalizer must not raise; a leak is the lesser harm
             pass
@@ -322,12 +331,13 @@ class PreparedLtGemm:
     library or the GPU refuses; the caller then keeps cublas.PreparedGemm. The handle is the
     calling thread's, looked up on each call; alpha and beta are read from host memory during
     the call (CUBLASLT_POINTER_MODE_HOST), so a graph capture records the values of that call.
+    `allocate`: where the workspace comes from (the module's docstring, "Workspace").
     """
 
     call_name = CALL
 
     def __init__(self, kind: str, M: int, N: int, K: int, dtype: str = "fp32", batch: int = 1,
-                 trans_a: bool = False, trans_b: bool = False, out_dtype: str = "fp32"):
+                 trans_a: bool = False, trans_b: bool = False, out_dtype: str = "fp32", allocate=None):
         ab_type, compute = lt_types(kind, dtype)
         cd_type = c_type(kind, dtype, out_dtype)
         batch = batch if kind == "batched" else 1
@@ -352,7 +362,7 @@ class PreparedLtGemm:
                        for t, lay in zip(types, column_major_layouts(M, N, K, trans_a, trans_b))]
             result = _heuristic(lib, h, desc, layouts, _preference(lib, owned, out_dtype != "fp32"), what)
             self.workspace_bytes = int(result.workspaceSize)
-            workspace = _allocate(self.workspace_bytes, owned)
+            workspace = _allocate(self.workspace_bytes, owned, allocate)
         self._algo = MatmulAlgo.from_buffer_copy(result.algo)
         self._prepare(desc, layouts, workspace)
 
