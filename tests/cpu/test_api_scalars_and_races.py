@@ -173,3 +173,25 @@ def test_a_tuned_lookup_survives_a_use_tuning_clearing_the_cache_meanwhile(monke
     spec = SimpleNamespace(kind="kernel", name="vectorize")
     problem = SimpleNamespace(op="sgemm", dtype="fp32", M=64, N=64, K=64)
     assert tuning.tuned_params(spec, problem, "GPU A") == {"BN": 64}
+
+
+def test_a_full_cache_drops_its_oldest_entry_not_every_shape(monkeypatch):
+    """A program with more shapes than the bound rebuilds the one dropped, not all of them: until
+    session 37 the cache was emptied, the shapes in use rebuilt at a few hundred us each."""
+    monkeypatch.setattr(core, "MAX_EXECUTORS", 4)
+    cache, now = {}, core.forgotten[0]
+    for n in range(6):
+        core.keep(cache, ("shape", n), n, now)
+    assert list(cache) == [("shape", 2), ("shape", 3), ("shape", 4), ("shape", 5)]
+
+
+def test_a_cache_emptied_while_full_still_keeps_the_new_entry(monkeypatch):
+    class EmptiedOnIteration(dict):  # use_tuning's forget from another thread, between len and del
+        def __iter__(self):
+            self.clear()
+            return super().__iter__()
+
+    monkeypatch.setattr(core, "MAX_EXECUTORS", 2)
+    cache = EmptiedOnIteration({("a",): 1, ("b",): 2})
+    core.keep(cache, ("c",), 3, core.forgotten[0])
+    assert dict(cache) == {("c",): 3}

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gemmlab.api import launches
+from gemmlab.api import launches, library_workspaces
+from gemmlab.cuda.cublas import WORKSPACE_BYTES
 
 
 @pytest.fixture
@@ -42,6 +43,8 @@ def pool(monkeypatch):
     monkeypatch.setattr(device, "cupy_stream", switched)
     log.capturing = set()
     monkeypatch.setattr(launch_graph, "is_captured", lambda stream: stream in log.capturing)
+    monkeypatch.setattr(library_workspaces, "is_captured", lambda stream: stream in log.capturing)
+    monkeypatch.setattr(library_workspaces, "_blocks", {})
     return log
 
 
@@ -78,15 +81,53 @@ def test_the_building_stream_is_restored_after_a_nested_build_and_after_an_error
     assert pool == [("zeros", 1, 12), ("zeros", 2, 11), ("zeros", 3, None), "wait"]
 
 
-def test_cublaslts_workspace_comes_from_the_call_streams_pool_uncleared_with_its_owner(pool):
-    # its owner, kept by the prepared GEMM, hands the block back to that stream's pool when dropped:
-    # no cuMemFree, which waited for the whole device (session 37)
+def test_cublaslts_workspace_is_one_block_per_stream_shared_by_its_executors(pool):
+    # fp32 asks for 2-29 MiB per shape: one each held gigabytes in a program whose shapes change
     with launches.launching_on(11):
-        ptr, owner = launches.library_workspace(1 << 20)
-    assert pool == [("empty", 1 << 20, 11)]
-    assert ptr == owner.data.ptr != 0
+        ptr, owner = library_workspaces.library_workspace(1 << 20)
+        ptr2, owner2 = library_workspaces.library_workspace(1 << 10)  # another shape, less: the same block
+    with launches.launching_on(12):
+        ptr3, owner3 = library_workspaces.library_workspace(1 << 10)  # another stream: its own
+    assert pool == [("empty", 1 << 20, 11), ("empty", 1 << 10, 12)]  # made on its stream, no wait
+    assert ptr == ptr2 == owner.ptr != 0 and owner2 is owner and owner3 is not owner and ptr3 == owner3.ptr
 
 
-def test_a_plans_cublaslt_workspace_is_waited_for_like_its_other_buffers(pool):
-    launches.library_workspace(4096)
-    assert pool == [("empty", 4096, None), "wait"]
+def test_a_larger_need_gets_a_new_block_of_twice_the_size_and_older_executors_keep_theirs(pool):
+    with launches.launching_on(11):
+        _, small = library_workspaces.library_workspace(1 << 20)
+        _, big = library_workspaces.library_workspace((1 << 20) + 1)
+        _, again = library_workspaces.library_workspace(1 << 10)
+    assert big is not small and big.nbytes == 2 << 20 and again is big
+    assert pool == [("empty", 1 << 20, 11), ("empty", 2 << 20, 11)]
+    with launches.launching_on(11):
+        _, large = library_workspaces.library_workspace(17 << 20)  # more than twice: what it asks
+        _, cap = library_workspaces.library_workspace(18 << 20)  # twice would pass cuBLAS's most
+    assert large.nbytes == 17 << 20 and cap.nbytes == WORKSPACE_BYTES == 32 << 20
+
+
+def test_a_streams_block_goes_with_its_last_executor(pool):
+    import gc
+
+    with launches.launching_on(11):
+        _, owner = library_workspaces.library_workspace(4096)
+    del owner
+    gc.collect()
+    assert 11 not in library_workspaces._blocks
+    with launches.launching_on(11):
+        library_workspaces.library_workspace(4096)
+    assert [entry[0] for entry in pool] == ["empty", "empty"]  # made again
+
+
+def test_a_plans_cublaslt_workspace_is_its_own_and_waited_for(pool):
+    _, first = library_workspaces.library_workspace(4096)
+    _, second = library_workspaces.library_workspace(4096)
+    assert first is not second
+    assert pool == [("empty", 4096, None), "wait", ("empty", 4096, None), "wait"]
+
+
+def test_a_stream_being_captured_gets_a_cublaslt_workspace_of_its_own(pool):
+    pool.capturing.add(11)
+    with launches.launching_on(11):
+        _, first = library_workspaces.library_workspace(4096)
+        _, second = library_workspaces.library_workspace(4096)
+    assert first is not second and 11 not in library_workspaces._blocks

@@ -7,7 +7,7 @@ import ctypes
 
 import pytest
 
-from gemmlab.api import dispatch, executors, launches
+from gemmlab.api import dispatch, executors, library_workspaces
 from gemmlab.cuda import cublas, cublaslt
 from gemmlab.problem import GemmProblem
 
@@ -120,7 +120,7 @@ def test_lt_when_it_prepares(monkeypatch):
     ex = executors.CublasGemm(GemmProblem(64, 48, 32), "sgemm")
     assert ex.library_call == "cublasLtMatmul" and ex.lt_refusal is None
     assert ex.owns_workspace, "an Lt algorithm with a workspace is kept per stream"
-    assert ex.call.call.allocate is launches.library_workspace, "its workspace from CuPy's pool on the call's stream"
+    assert ex.call.call.allocate is library_workspaces.library_workspace, "its stream's shared workspace"
     text = dispatch.describe(dispatch.Choice("cublas", {}, "named by the caller"), "gemmlab.sgemm", "64x48x32",
                              "GPU", "sm_90", "none", ex.library_call)
     assert "cuBLAS called directly, one cublasLtMatmul per call" in text

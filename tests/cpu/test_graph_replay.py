@@ -7,7 +7,7 @@ from cupy_backends.cuda.api import runtime
 
 from gemmlab.cuda import graph_replay, launch_graph
 from gemmlab.errors import LaunchError
-from gemmlab.cuda.graph_replay import KEPT, GraphReplay
+from gemmlab.cuda.graph_replay import CAPTURE_AFTER, KEPT, GraphReplay
 
 
 class FakeDriver:
@@ -89,7 +89,7 @@ class Recorder:
 
 def test_a_repeat_is_captured_once_on_the_private_stream_then_replayed(fake):
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     g(1.0, 1, 2, 0.0, 3, 42)
     assert rec.calls == [(1.0, 1, 2, 0.0, 3, 42)] and drv.launched == []  # first: direct
     g(1.0, 1, 2, 0.0, 3, 42)
@@ -106,7 +106,7 @@ def test_a_repeat_is_captured_once_on_the_private_stream_then_replayed(fake):
                                      (1.0, 1, 2, 0.5, 3), (1.0, 1, 2, 0.0, 9)])
 def test_any_changed_argument_goes_direct(fake, changed):
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     g(1.0, 1, 2, 0.0, 3, 42)
     g(1.0, 1, 2, 0.0, 3, 42)
     alpha, a, b, beta, c = changed
@@ -116,7 +116,7 @@ def test_any_changed_argument_goes_direct(fake, changed):
 
 def test_a_capturing_stream_gets_the_library_call_itself(fake):
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     g(1.0, 1, 2, 0.0, 3, 42)
     g(1.0, 1, 2, 0.0, 3, 42)
     drv.capturing = 1
@@ -130,7 +130,7 @@ def test_a_failed_capture_check_makes_the_call_itself(fake, error):
     """A capture check that raises (a CUDA error, or CuPy's invalidated capture) counts as
     capturing: a repeat is neither captured nor replayed, and replay stays on for later."""
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     drv.check_error = error
     g(1.0, 1, 2, 0.0, 3, 42)
     g(1.0, 1, 2, 0.0, 3, 42)  # a repeat: not captured while the check fails
@@ -146,7 +146,7 @@ def test_a_failed_capture_check_makes_the_call_itself(fake, error):
 def test_a_refused_graph_launch_raises_naming_the_error(fake):
     """The launch's CUDARuntimeError becomes a LaunchError named by its status."""
     fake("launch")
-    g = GraphReplay(Recorder())
+    g = GraphReplay(Recorder(), capture_after=1)
     g(1.0, 1, 2, 0.0, 3, 42)
     with pytest.raises(LaunchError, match="cuGraphLaunch of a captured library call failed [(]cudaErrorStreamCaptureImplicit: "):
         g(1.0, 1, 2, 0.0, 3, 42)
@@ -154,7 +154,7 @@ def test_a_refused_graph_launch_raises_naming_the_error(fake):
 
 def test_only_the_last_few_argument_sets_keep_a_graph(fake):
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     for c in range(KEPT + 1):
         g(1.0, 1, 2, 0.0, c, 42)
         g(1.0, 1, 2, 0.0, c, 42)
@@ -164,7 +164,7 @@ def test_only_the_last_few_argument_sets_keep_a_graph(fake):
 @pytest.mark.parametrize("fail", ["create", "begin", "end", "instantiate"])
 def test_a_failed_capture_turns_replay_off_and_the_call_still_runs(fake, fail):
     drv, rec = fake(fail), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     g(1.0, 1, 2, 0.0, 3, 42)
     g(1.0, 1, 2, 0.0, 3, 42)
     assert not g.enabled and g.disabled_reason and g.replays == 0
@@ -175,7 +175,7 @@ def test_a_failed_capture_turns_replay_off_and_the_call_still_runs(fake, fail):
 
 def test_a_call_that_refuses_capture_turns_replay_off(fake):
     drv, rec = fake(), Recorder(raises_on_stream=7)
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     g(1.0, 1, 2, 0.0, 3, 42)
     g(1.0, 1, 2, 0.0, 3, 42)
     assert not g.enabled and "refused capture" in g.disabled_reason
@@ -190,7 +190,7 @@ def test_a_call_that_failed_is_not_captured_when_it_comes_again(fake):
         if state["fail"]:
             raise ValueError("misaligned")
 
-    g = GraphReplay(flaky)
+    g = GraphReplay(flaky, capture_after=1)
     with pytest.raises(ValueError):
         g(1.0, 1, 2, 0.0, 3, 42)
     state["fail"] = False
@@ -202,7 +202,7 @@ def test_a_replayed_graph_counts_as_recently_used(fake):
     """KEPT graphs, the oldest replayed again, one more captured: the one dropped is the least
     recently used (the second), not the oldest captured."""
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     for c in range(KEPT):
         g(1.0, 1, 2, 0.0, c, 42)
         g(1.0, 1, 2, 0.0, c, 42)
@@ -219,7 +219,7 @@ def test_a_replayed_graph_counts_as_recently_used(fake):
 def test_alpha_minus_zero_is_not_replayed_from_plus_zeros_graph(fake):
     """-0.0 == 0.0, but alpha -0.0 writes zeros of the other sign: each sign keeps its own graph."""
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     g(0.0, 1, 2, 0.0, 3, 42)
     g(0.0, 1, 2, 0.0, 3, 42)  # captured with +0.0 and replayed
     assert g.replays == 1 and str(rec.calls[-1][0]) == "0.0"
@@ -236,7 +236,7 @@ def test_a_library_call_recorded_into_a_capture_is_pinned(fake, monkeypatch):
     capture recorded it, and not before."""
     monkeypatch.setattr(launch_graph, "_captured", {})
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     g(1.0, 1, 2, 0.0, 3, 42)
     g(1.0, 1, 2, 0.0, 3, 42)  # replayed
     assert launch_graph.captured_count() == 0
@@ -251,7 +251,7 @@ def test_a_loop_alternating_between_two_outputs_replays_both(fake):
     allocator hands out two C addresses in turn; with only the previous call remembered no key
     ever repeated it, and every call went to the library directly."""
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     for c in (3, 4, 3, 4, 3, 4):
         g(1.0, 1, 2, 0.0, c, 42)
     assert len(rec.calls) == 4  # two direct calls, then one capture each (on the private stream)
@@ -260,7 +260,7 @@ def test_a_loop_alternating_between_two_outputs_replays_both(fake):
 
 def test_the_capture_check_is_asked_once_per_direct_call(fake, monkeypatch):
     drv, rec = fake(), Recorder()
-    g = GraphReplay(rec)
+    g = GraphReplay(rec, capture_after=1)
     asked = []
     real = drv.streamIsCapturing
     monkeypatch.setattr(runtime, "streamIsCapturing", lambda s: asked.append(s) or real(s))
@@ -268,3 +268,28 @@ def test_the_capture_check_is_asked_once_per_direct_call(fake, monkeypatch):
     drv.capturing = 1
     g(1.0, 1, 2, 0.0, 3, 42)  # seen: asked once, capturing, so the call is made directly
     assert len(asked) == 2 and len(rec.calls) == 2
+
+
+def test_by_default_arguments_are_captured_after_capture_after_direct_calls(fake):
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    assert g.capture_after == CAPTURE_AFTER >= 2
+    for _ in range(CAPTURE_AFTER):
+        g(1.0, 1, 2, 0.0, 3, 42)
+    assert rec.calls == [(1.0, 1, 2, 0.0, 3, 42)] * CAPTURE_AFTER and drv.modes_at_instantiate == []
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert rec.calls[-1][-1] == 7 and drv.launched == [(101, 42)] and g.replays == 1  # captured, launched
+    g(1.0, 1, 2, 0.0, 3, 42)
+    assert len(rec.calls) == CAPTURE_AFTER + 1 and g.replays == 2
+
+
+def test_a_shape_met_now_and_then_with_new_outputs_captures_nothing(fake):
+    """A program whose shapes change meets one shape's executor every so often, with the output
+    wherever the allocator put it that time: an address met twice is not worth a capture
+    (120-800 us against a 20-25 us direct call, session 37), and was captured until then."""
+    drv, rec = fake(), Recorder()
+    g = GraphReplay(rec)
+    for c in (3, 4, 3, 5, 4, 6):  # each address at most twice
+        g(1.0, 1, 2, 0.0, c, 42)
+    assert drv.modes_at_instantiate == [] and g.replays == 0 and len(rec.calls) == 6
+    assert all(call[-1] == 42 for call in rec.calls)

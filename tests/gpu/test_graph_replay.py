@@ -5,7 +5,7 @@ import pytest
 
 import gemmlab
 from gemmlab.cuda import cublaslt
-from gemmlab.cuda.graph_replay import KEPT, GraphReplay
+from gemmlab.cuda.graph_replay import CAPTURE_AFTER, KEPT, GraphReplay
 
 torch = pytest.importorskip("torch")
 
@@ -24,7 +24,7 @@ def _call(gemm, a, b, c, alpha, beta, stream=None):
 @pytest.mark.parametrize("shape", [(300, 200, 100), (1024, 1024, 1024), (67, 45, 33)])
 def test_replays_see_new_data_and_new_scalars(shape):
     M, N, K = shape
-    gemm = GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K))
+    gemm = GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K), capture_after=1)
     a, b = rand(M, K, seed=1), rand(K, N, seed=2)
     c = torch.full((M, N), float("nan"), device="cuda")
     for step in range(4):  # step 0 direct, step 1 captured, then replayed
@@ -49,7 +49,7 @@ def test_replays_see_new_data_and_new_scalars(shape):
 
 def test_alternating_outputs_replay_both_and_old_graphs_are_dropped():
     M, N, K = 256, 192, 128
-    gemm = GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K))
+    gemm = GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K), capture_after=1)
     a, b = rand(M, K, seed=4), rand(K, N, seed=5)
     outs = [torch.full((M, N), float("nan"), device="cuda") for _ in range(KEPT + 2)]
     ref = a.double() @ b.double()
@@ -68,7 +68,7 @@ def test_alternating_outputs_replay_both_and_old_graphs_are_dropped():
 
 def test_a_replay_is_ordered_on_the_callers_stream():
     M = N = K = 512
-    gemm = GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K))
+    gemm = GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K), capture_after=1)
     a, b = rand(M, K, seed=6), rand(K, N, seed=7)
     c = torch.empty(M, N, device="cuda")
     calls_on_a_busy_side_stream(a, c, lambda side: _call(gemm, a, b, c, 1.0, 0.0, side))
@@ -82,13 +82,13 @@ def test_cublas_plans_replay_and_stay_exact(dtype):
     a, b = rand(M, K, seed=12).to(t), rand(K, N, seed=13).to(t)
     c = torch.full((M, N), float("nan"), device="cuda")
     plan = gemmlab.Matmul(a, b, c, impl="cublas")
-    for step in range(3):
+    for step in range(4):  # CAPTURE_AFTER direct, then captured and replayed
         a.copy_(rand(M, K, seed=20 + step).to(t))
         c.fill_(float("nan"))
         plan.execute()
         torch.cuda.synchronize()
         assert rel_err(c, a.double() @ b.double()) < 1e-5, step
-    assert plan._executor.call.replays == 2
+    assert plan._executor.call.replays == 4 - CAPTURE_AFTER
     assert "replayed from a CUDA graph" in plan.explain()
 
 

@@ -303,9 +303,15 @@ def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, st
 
 def keep(cache: dict, key, value, before: int) -> None:
     """value under key in a thread's bounded cache (executors, or the plain calls'), unless a
-    use_tuning came since `before` (forgotten[0] when the caller began deciding)."""
+    use_tuning came since `before` (forgotten[0] when the caller began deciding). Full, it drops
+    its oldest entry: a program with more shapes than the bound rebuilds the shapes it drops, one
+    at a time, where until session 37 the whole cache was emptied and every shape, the busiest
+    too, was built again (a few hundred us each: docs/api.md)."""
     if len(cache) >= MAX_EXECUTORS:
-        cache.clear()
+        try:
+            del cache[next(iter(cache))]
+        except (KeyError, RuntimeError, StopIteration):  # emptied meanwhile by use_tuning's forget
+            pass
     cache[key] = value
     if forgotten[0] != before:  # tested after the store: a use_tuning at any moment since is seen
         cache.pop(key, None)

@@ -28,8 +28,8 @@ from dataclasses import replace
 from ..cuda.graph_replay import GraphReplay
 from ..cuda.launch_graph import LaunchGraph, gemm_key, pin_if_captured
 from ..errors import BadArgumentError, LaunchError, NoGPUError
-from .launches import (REDUCE_SIGNATURES, SPLITK_REDUCE_SIGNATURE, FastGemm, gemm_signature, library_workspace,
-                       prepared, workspace)
+from .launches import REDUCE_SIGNATURES, SPLITK_REDUCE_SIGNATURE, FastGemm, gemm_signature, prepared, workspace
+from .library_workspaces import library_workspace
 from .operands import Operand, cupy_view
 from .tma_executors import TmaGemm, in_place_refusal, tma_fast
 

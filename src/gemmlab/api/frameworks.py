@@ -14,9 +14,12 @@ torch_refs: dict = {}  # torch.Tensor, the dtypes each op takes from torch, raw-
 # while torch allocates from a private pool (torch.cuda.graph, torch.compile's CUDA graphs and
 # their warm-up runs), torch's would belong to that pool and be freed or reused under us.
 # (A template on the meta device, empty_like(..., device=) to make the output, costs 14 us.)
-# Bounded: a program with more output shapes than this rebuilds templates, tens of us each.
+# The templates of one type share that element (_units): a template is a view, a few us to make,
+# where making the element (CuPy's allocation, DLPack) took about 75 us of each new shape's first
+# call until session 37 (H100, an LLM's x @ W.T with M changing). Bounded all the same.
 torch_outputs: dict = {}
-TORCH_OUTPUTS_KEPT = 256
+TORCH_OUTPUTS_KEPT = 1024
+_units: dict = {}  # (device, torch dtype) -> the one-element tensor the templates of that type expand
 cupy_refs: dict = {}  # cupy.ndarray (None where it lacks the flags read here), dtypes, stream reader
 
 
@@ -52,9 +55,12 @@ def new_torch_output(key, shape: tuple, dtype, like):
 
     if torch.cuda.is_current_stream_capturing():
         return like.new_empty(shape, dtype=dtype)
-    with cupy.cuda.Device(like.get_device()):
-        raw = cupy.empty((1, dtype.itemsize), dtype=cupy.uint8)
-    one = torch.from_dlpack(raw).view(dtype)  # (1, 1), in no pool of torch's
+    device = like.get_device()
+    one = _units.get((device, dtype))
+    if one is None:
+        with cupy.cuda.Device(device):
+            raw = cupy.empty((1, dtype.itemsize), dtype=cupy.uint8)
+        one = _units[(device, dtype)] = torch.from_dlpack(raw).view(dtype)  # (1, 1), in no pool of torch's
     if len(torch_outputs) >= TORCH_OUTPUTS_KEPT:
         torch_outputs.clear()
     template = torch_outputs[key] = one.expand(*shape) if shape else one.reshape(())

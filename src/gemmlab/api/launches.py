@@ -63,6 +63,11 @@ def launching_on(stream: int):
         _building.stream = outer
 
 
+def building_stream() -> int | None:
+    """The stream the executors being built will launch on (launching_on), None for a plan's."""
+    return getattr(_building, "stream", None)
+
+
 def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
     """A buffer an executor owns: split-K and stream-K flags, a reduction's counters (zeroed: they
     must start at zero, and the kernels leave them so), a reduction's partials (not zeroed).
@@ -85,7 +90,7 @@ def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
     from ..cuda.launch_graph import is_captured
 
     make = cp.zeros if zeroed else cp.empty
-    stream = getattr(_building, "stream", None)
+    stream = building_stream()
     if stream is not None and not is_captured(stream):  # a failed query counts as a capture
         from ..cuda.device import cupy_stream
 
@@ -96,15 +101,6 @@ def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
     if not current.is_capturing():
         current.synchronize()
     return buf
-
-
-def library_workspace(nbytes: int) -> tuple[int, object]:
-    """(pointer, owner) of a library's workspace (cuBLASLt's; cuda/cublaslt.py's `allocate`), made
-    as workspace() makes an executor's, not cleared: on the stream a call's executor is built
-    for, no wait; dropped, back to that stream's blocks. Until session 37 it was a cuMemAlloc of
-    its own, whose cuMemFree waited for the whole device whenever such an executor was dropped."""
-    buf = workspace(nbytes, "uint8", zeroed=False)
-    return buf.data.ptr, buf
 
 
 def prepared(ck, geometry, signature) -> PreparedLaunch:

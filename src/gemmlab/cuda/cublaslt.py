@@ -18,9 +18,9 @@ handle is not bound to a stream: the stream is cublasLtMatmul's last argument).
 Workspace: each PreparedLtGemm owns one, of exactly the size its algorithm needs (zero for many),
 allocated when it is built. Not one per thread: two streams of one thread may run cuBLASLt GEMMs
 at once, and two GEMMs must never share a workspace (api/executors.py marks an executor with one
-as owns_workspace, so the API keeps it per stream). The API passes `allocate`, which takes it
-from CuPy's pool on the stream the GEMM will run on (api/launches.workspace): dropped, it goes
-back there, reused only behind the work queued on that stream. Without it the workspace is a
+as owns_workspace, so the API keeps it per stream). The API passes `allocate`, which gives the
+executors of one stream one block from CuPy's pool on that stream (api/library_workspaces.py):
+dropped, it goes back there, reused only behind the work queued on that stream. Without it the workspace is a
 cuMemAlloc of its own, and its cuMemFree, when the GEMM is dropped, waits for the whole device
 (until session 37 the API's case too: a thread's executor cache emptied, a plan dropped).
 Building allocates in relaxed capture mode, so that a GEMM first met inside a CUDA graph capture
@@ -362,7 +362,7 @@ class PreparedLtGemm:
                        for t, lay in zip(types, column_major_layouts(M, N, K, trans_a, trans_b))]
             result = _heuristic(lib, h, desc, layouts, _preference(lib, owned, out_dtype != "fp32"), what)
             self.workspace_bytes = int(result.workspaceSize)
-            workspace = _allocate(self.workspace_bytes, owned, allocate)
+            self.workspace_ptr = workspace = _allocate(self.workspace_bytes, owned, allocate)
         self._algo = MatmulAlgo.from_buffer_copy(result.algo)
         self._prepare(desc, layouts, workspace)
 

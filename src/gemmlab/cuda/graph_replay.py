@@ -13,10 +13,15 @@ H200, in-process). The runtime sees the context gemmlab makes current, and a CUg
 CUstream is the same handle as its cudaGraphExec_t / cudaStream_t.
 
 The rules:
-- A call whose arguments equal one of the last few direct calls' is captured once into a graph
-  (on a private stream, relaxed mode, so nobody else's capture is disturbed) and launched; from
-  then on those arguments replay. A few argument sets are kept (least recently used dropped), so a plan that
-  alternates between two outputs replays both.
+- A call whose arguments were made directly CAPTURE_AFTER times (among the last few argument sets
+  made directly) is captured once into a graph (on a private stream, relaxed mode, so nobody
+  else's capture is disturbed) and launched; from then on those arguments replay. A few argument
+  sets are kept (least recently used dropped), so a plan that alternates between two outputs
+  replays both. Why not at the first repeat (until session 37): a capture and instantiation costs
+  120-800 us of host time (H200, cuBLASLt at 1100-1300 x 4096 x 4096, bf16 and fp32), a direct
+  call 20-25 us and a replay a few; a program whose shapes change (an LLM's token count) meets
+  each shape's arguments again now and then, and captured at every second meeting, for graphs
+  its next meeting, with another output address, did not use.
 - A call on a stream that is itself being captured (torch.cuda.graph, CuPy's capture) is made
   directly, so the user's graph records the library call as it would without us. So is one whose
   capture check fails (the legacy stream while another stream captures in global mode) or
@@ -40,6 +45,7 @@ from .launcher import CU_STREAM_CAPTURE_MODE_RELAXED, driver, error_name, relaxe
 CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_STATUS_NONE = 0
 KEPT = 4  # argument sets with a graph each: a plan alternating between a few outputs replays all
+CAPTURE_AFTER = 2  # direct calls with the same arguments before they are captured (the rules above)
 
 
 def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
@@ -59,14 +65,15 @@ class GraphReplay:
 
     `replays` counts the calls served by a graph (the tests read it; a plan's explain() too)."""
 
-    def __init__(self, call: Callable[[float, int, int, float, int, int], None]):
+    def __init__(self, call: Callable[[float, int, int, float, int, int], None], capture_after: int | None = None):
         self.call = call
+        self.capture_after = CAPTURE_AFTER if capture_after is None else capture_after
         self.replays = 0
         self.enabled = True
         self.disabled_reason = ""
         self._execs: OrderedDict = OrderedDict()  # arguments -> (graph exec, the exec as an int)
         self._private: list = []  # the capture stream, made on first capture
-        self._seen: OrderedDict = OrderedDict()  # the last KEPT argument sets that went through directly
+        self._seen: OrderedDict = OrderedDict()  # the last KEPT argument sets made directly -> how often
         self._libs: list = []  # the driver, bound on first use (building one needs no GPU)
         self._finalizer = weakref.finalize(self, _destroy, self._execs, self._private, self._libs)
         self._finalizer.atexit = False  # the context may be gone at exit; the process frees all
@@ -100,7 +107,7 @@ class GraphReplay:
         # the arguments of the last replay (a loop's case) skip the lookup and the LRU update below
         entry = self._hot if key == self._hot_key else self._execs.get(key)
         capturing = None
-        if (entry is not None or key in self._seen) and self.enabled:
+        if (entry is not None or self._seen.get(key, 0) >= self.capture_after) and self.enabled:
             if self._launch is None:
                 self._bind()
             try:  # captured(self._is_capturing, stream), inlined on the hot path
@@ -129,7 +136,7 @@ class GraphReplay:
         self.call(alpha, a, b, beta, c, stream)
         # only a call that went through is worth capturing when it comes again; a few are
         # remembered, so a loop that keeps its last result alive (two C addresses in turn) replays too
-        self._seen[key] = None
+        self._seen[key] = self._seen.get(key, 0) + 1
         self._seen.move_to_end(key)
         if len(self._seen) > KEPT:
             self._seen.popitem(last=False)
