@@ -5,6 +5,8 @@ for them. cuBLASLt's workspace comes the same way, not cleared. CuPy, the stream
 capture query are stood in for."""
 import contextlib
 import sys
+import threading
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -44,7 +46,7 @@ def pool(monkeypatch):
     log.capturing = set()
     monkeypatch.setattr(launch_graph, "is_captured", lambda stream: stream in log.capturing)
     monkeypatch.setattr(library_workspaces, "is_captured", lambda stream: stream in log.capturing)
-    monkeypatch.setattr(library_workspaces, "_blocks", {})
+    monkeypatch.setattr(library_workspaces, "_blocks", weakref.WeakValueDictionary())
     return log
 
 
@@ -131,3 +133,33 @@ def test_a_stream_being_captured_gets_a_cublaslt_workspace_of_its_own(pool):
         _, first = library_workspaces.library_workspace(4096)
         _, second = library_workspaces.library_workspace(4096)
     assert first is not second and 11 not in library_workspaces._blocks
+
+
+def test_the_per_thread_default_stream_gets_a_block_per_thread(pool):
+    # handle 2 is cudaStreamPerThread: another stream in each thread, running at the same time, so
+    # one block between two threads would be used by two streams at once (session 37's review)
+    per_thread = library_workspaces.PER_THREAD_STREAM
+    got = {}
+
+    def build(name):
+        with launches.launching_on(per_thread):
+            got[name] = library_workspaces.library_workspace(4096)[1]
+
+    build("main")
+    other = threading.Thread(target=build, args=("other",))
+    other.start()
+    other.join()
+    build("main again")
+    assert got["other"] is not got["main"] and got["main again"] is got["main"]
+    with launches.launching_on(11):  # an ordinary handle is one stream for every thread
+        mine = library_workspaces.library_workspace(4096)[1]
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(_build_on(11)))
+    t.start()
+    t.join()
+    assert seen == [mine]
+
+
+def _build_on(stream):
+    with launches.launching_on(stream):
+        return library_workspaces.library_workspace(4096)[1]

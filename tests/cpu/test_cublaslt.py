@@ -9,6 +9,7 @@ import pytest
 
 from gemmlab.api import dispatch, executors, library_workspaces
 from gemmlab.cuda import cublas, cublaslt
+from gemmlab.errors import LaunchError
 from gemmlab.problem import GemmProblem
 
 
@@ -213,3 +214,11 @@ def test_no_workspace_allocates_nothing():
     owned = []
     assert cublaslt._allocate(0, owned, lambda n: pytest.fail("allocated 0 bytes")) == 0
     assert owned == []
+
+
+def test_an_allocator_out_of_memory_is_a_launch_error_so_the_executor_falls_back():
+    def full(nbytes):
+        raise MemoryError("out of memory allocating 4,096 bytes")
+
+    with pytest.raises(LaunchError, match="could not allocate cuBLASLt's workspace of 4096 bytes"):
+        cublaslt._allocate(4096, [], full)

@@ -304,9 +304,10 @@ def executor(op_name: str, dtype: str, dims: tuple, impl: str | None, params, st
 def keep(cache: dict, key, value, before: int) -> None:
     """value under key in a thread's bounded cache (executors, or the plain calls'), unless a
     use_tuning came since `before` (forgotten[0] when the caller began deciding). Full, it drops
-    its oldest entry: a program with more shapes than the bound rebuilds the shapes it drops, one
-    at a time, where until session 37 the whole cache was emptied and every shape, the busiest
-    too, was built again (a few hundred us each: docs/api.md)."""
+    the entry kept first (not the least recently used: a hit moves nothing, to keep the hot path
+    as it is), so a program with more shapes than the bound rebuilds the ones dropped, one at a
+    time, where until session 37 the whole cache was emptied and every shape was built again (a
+    few hundred us each: docs/api.md, "Programs whose shapes change")."""
     if len(cache) >= MAX_EXECUTORS:
         try:
             del cache[next(iter(cache))]

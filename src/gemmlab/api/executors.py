@@ -17,9 +17,10 @@ stream capture:
 - KernelReduce: the reduce rungs, every pass prepared, with their own partials and counters;
 - RunnerGemm / RunnerReduce: everything else (Triton and torch baselines, TMA shapes that need
   padded copies or B transposed) through the op's runner - correct, not fast.
-Executors own their buffers, so two executors never share a workspace; one executor runs one
-call at a time. The API keeps them per thread, and an executor with a workspace (owns_workspace)
-per stream too, so two streams never race on one workspace.
+Executors own their buffers, except cuBLASLt's workspace, which the executors built for one
+stream share (api/library_workspaces.py: their calls run in that stream's order); one executor
+runs one call at a time. The API keeps them per thread, and an executor with a workspace
+(owns_workspace) per stream too, so two streams never race on one workspace.
 """
 from __future__ import annotations
 

@@ -2,20 +2,27 @@
 built for that stream; a plan's of its own.
 
 Why shared: the heuristic asks for a workspace per shape, and for fp32 it asks for a lot: 2-29
-MiB for 250 of 300 shapes x @ W.T (W 4096 x 4096, M up to 2048; bf16: 1 MiB at most, 0 for most;
-H200, session 37, `.scratch/s37_ws.py`). Each executor owned its own, so a program whose shapes
-change held up to 512 of them per thread (gigabytes). Work on one stream runs in order, so every
-executor built for that stream can use one workspace, as cuBLAS shares its handle's among its
-calls: the executors of one stream hold the same block, and it goes back to that stream's pool
-(never waited for: api/launches.workspace) when the last of them is dropped. A larger need than
-the block has gets a new block of twice the size or more, which the executors built from then on
-share; the older ones keep theirs while they live.
+MiB for 250 of 300 shapes x @ W.T (W 4096 x 4096, M up to 2048; bf16: 1.1 MiB at most, 0 for
+most; H200, session 37, `.scratch/s37_ws.py`). Each executor owned its own, so a program whose
+shapes change held up to 512 of them per thread (gigabytes). Work on one stream runs in order, so
+every executor built for that stream can use one workspace at a time: the executors of one
+stream hold the same block, and it goes back to that stream's pool (never waited for:
+api/launches.workspace) when the last of them is dropped. A larger need than the block has gets
+a new block of twice the size or more, which the executors built from then on share; the older
+ones keep theirs while they live. The per-thread default stream (handle 2) is another stream in
+each thread, so there the block is the thread's.
 
 Not shared: a plan's (it may run on any stream), nor one built while its stream is being captured
-(launches.workspace makes those on CuPy's current stream and waits for them). A user's graph
-that records a call on a stream holds that stream's block (launch_graph pins the executor, and
-with it the block): replaying two such graphs at once on two streams races on it, as two graphs
-of one shape did before, and as torch's cuBLAS workspace of a stream does."""
+(launches.workspace makes those on CuPy's current stream and waits for them: a host wait in the
+middle of the user's capture, once per shape).
+
+Captures (a known limit, docs/api.md "Programs whose shapes change"): a user's graph that records
+a call with an executor built before the capture records that stream's shared block, and
+launch_graph's pin keeps it. Replayed on another stream while calls of any shape still run on the
+recording stream, or while another graph recorded there replays on a third stream, it races on
+the block. Until session 37 only calls of the same shape shared a workspace. Warming up on the
+stream that is then captured (CuPy's usual way; torch.cuda.graph(stream=s) after a warm-up on s)
+is the case; torch.cuda.graph's own capture stream, not used before the capture, is not."""
 from __future__ import annotations
 
 import threading
@@ -25,8 +32,9 @@ from ..cuda.cublas import WORKSPACE_BYTES
 from ..cuda.launch_graph import is_captured
 from .launches import building_stream, workspace
 
-_lock = threading.RLock()  # reentrant: a block dropped while it is held runs _forget on this thread
-_blocks: dict[int, weakref.ref] = {}  # stream -> its newest shared block (dead once its executors are gone)
+PER_THREAD_STREAM = 2  # cudaStreamPerThread (CU_STREAM_PER_THREAD): the same handle, another stream in each thread
+# stream (with the thread where the handle is PER_THREAD_STREAM) -> its newest block, while executors hold it
+_blocks: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class SharedBlock:
@@ -40,23 +48,16 @@ class SharedBlock:
 
 def library_workspace(nbytes: int) -> tuple[int, object]:
     """(pointer, owner) of `nbytes` (or more) of workspace: the building stream's shared block
-    (made there, no wait), else (a plan's; a stream being captured) a buffer of its own."""
+    (made there, no wait), else (a plan's; a stream being captured) a buffer of its own.
+    No lock: two threads of one stream that each make a block at once keep one each, both used
+    in that stream's order."""
     stream = building_stream()
     if stream is None or is_captured(stream):  # a failed query counts as a capture
         buf = workspace(nbytes, "uint8", zeroed=False)
         return buf.data.ptr, buf
-    with _lock:
-        ref = _blocks.get(stream)
-        block = ref() if ref is not None else None
-        if block is None or block.nbytes < nbytes:
-            size = min(max(nbytes, 2 * block.nbytes if block else 0), max(nbytes, WORKSPACE_BYTES))
-            block = SharedBlock(workspace(size, "uint8", zeroed=False), size)
-            _blocks[stream] = weakref.ref(block, lambda r, s=stream: _forget(s, r))
+    key = (stream, threading.get_ident()) if stream == PER_THREAD_STREAM else stream
+    block = _blocks.get(key)
+    if block is None or block.nbytes < nbytes:
+        size = min(max(nbytes, 2 * block.nbytes if block else 0), max(nbytes, WORKSPACE_BYTES))
+        block = _blocks[key] = SharedBlock(workspace(size, "uint8", zeroed=False), size)
     return block.ptr, block
-
-
-def _forget(stream: int, ref: weakref.ref) -> None:
-    """A stream's block gone with its last executor: its entry too, unless a newer one replaced it."""
-    with _lock:
-        if _blocks.get(stream) is ref:
-            del _blocks[stream]

@@ -15,10 +15,10 @@ in place, with Lt's transpose flag on it, never copied.
 Handles: one cuBLASLt handle per thread, as cuda/cublas.py keeps its cuBLAS handles (a cuBLASLt
 handle is not bound to a stream: the stream is cublasLtMatmul's last argument).
 
-Workspace: each PreparedLtGemm owns one, of exactly the size its algorithm needs (zero for many),
+Workspace: each PreparedLtGemm holds one, at least the size its algorithm needs (zero for many),
 allocated when it is built. Not one per thread: two streams of one thread may run cuBLASLt GEMMs
-at once, and two GEMMs must never share a workspace (api/executors.py marks an executor with one
-as owns_workspace, so the API keeps it per stream). The API passes `allocate`, which gives the
+at once, and two GEMMs running at once must never share a workspace (api/executors.py marks an
+executor with one as owns_workspace, so the API keeps it per stream). The API passes `allocate`, which gives the
 executors of one stream one block from CuPy's pool on that stream (api/library_workspaces.py):
 dropped, it goes back there, reused only behind the work queued on that stream. Without it the workspace is a
 cuMemAlloc of its own, and its cuMemFree, when the GEMM is dropped, waits for the whole device
@@ -280,7 +280,10 @@ def _allocate(nbytes: int, owned: list, allocate=None) -> int:
     if not nbytes:
         return 0
     if allocate is not None:
-        ptr, owner = allocate(nbytes)
+        try:
+            ptr, owner = allocate(nbytes)
+        except MemoryError as exc:  # CuPy's OutOfMemoryError: the caller falls back, as to a failed cuMemAlloc
+            raise LaunchError(f"could not allocate cuBLASLt's workspace of {nbytes} bytes ({exc})") from None
         owned.append(("owner", owner))  # dropped by the finalizer, no call made
         return ptr
     from .launcher import driver, error_name
