@@ -18,13 +18,14 @@ handle is not bound to a stream: the stream is cublasLtMatmul's last argument).
 Workspace: each PreparedLtGemm holds one, at least the size its algorithm needs (zero for many),
 allocated when it is built. Not one per thread: two streams of one thread may run cuBLASLt GEMMs
 at once, and two GEMMs running at once must never share a workspace (api/executors.py marks an
-executor with one as owns_workspace, so the API keeps it per stream). The API passes `allocate`, which gives the
-executors of one stream one block from CuPy's pool on that stream (api/library_workspaces.py):
-dropped, it goes back there, reused only behind the work queued on that stream. Without it the workspace is a
-cuMemAlloc of its own, and its cuMemFree, when the GEMM is dropped, waits for the whole device
-(until session 37 the API's case too: a thread's executor cache emptied, a plan dropped).
-Building allocates in relaxed capture mode, so that a GEMM first met inside a CUDA graph capture
-can still be built; the call itself never allocates or synchronizes.
+executor with one as owns_workspace, so the API keeps it per stream). The API passes `allocate`,
+which gives the executors of one stream one block from CuPy's pool on that stream
+(api/library_workspaces.py): dropped, it goes back there, reused only behind the work queued on
+that stream. Without it the workspace is a cuMemAlloc of its own, and its cuMemFree, when the
+GEMM is dropped, waits for the whole device (until session 37 the API's case too: a thread's
+executor cache emptied, a plan dropped). Building allocates in relaxed capture mode, so that a
+GEMM first met inside a CUDA graph capture can still be built; the call itself never allocates
+or synchronizes.
 
 Enum values are cuBLAS 13.1's headers (cublasLt.h, cublas_api.h) and the CUDA toolkit's
 library_types.h and cuda.h; the same values stand in the CUDA 11 and 12 headers.
