@@ -405,3 +405,48 @@ def test_explain_of_an_array_to_sum(table, monkeypatch):
     assert "gemmlab.reduce_sum" in text and "1048576" in text
     with pytest.raises(ValueError, match="takes one array"):
         gemmlab.explain(object(), object(), op="reduce")
+
+
+def test_a_remembered_fill_is_the_models_own_figure_at_the_call_and_the_entry():
+    """candidates.round_fill remembers each candidate's fill (and its resolved parameters), so that
+    a program whose shapes change does not refit every candidate from scratch at each new shape
+    (session 37): what it returns, first and remembered, must be the model's own figure."""
+    from dataclasses import replace
+
+    from gemmlab import registry
+    from gemmlab.api import candidates, core
+
+    table, _ = dispatch._table_for("NVIDIA H200", "sm_90")
+    entries = [e for e in table["entries"] if e["op"] == "hgemm" and e["dtype"] == "bf16"]
+    problem = core.make_problem("hgemm", "bf16", (300, 4096, 4096))
+    checked = 0
+    for _ in range(2):  # computed, then remembered
+        fill = candidates.round_fill("hgemm", problem)
+        for e in entries[:6]:
+            for c in e["candidates"]:
+                spec = registry.get(c["impl"], "hgemm")
+                if getattr(spec, "round_fill", None) is None:  # a library baseline has no model
+                    assert candidates.round_fill("hgemm", problem)(c["impl"], {}, (300, 4096, 4096)) is None
+                    continue
+                params = c.get("params") or {}
+                for shape in ((300, 4096, 4096), tuple(e["shape"])):
+                    at = replace(problem, M=shape[0], N=shape[1], K=shape[2])
+                    assert fill(c["impl"], params, shape) == spec.round_fill(at, spec.resolve(params))
+                    checked += 1
+    assert checked > 20
+
+
+def test_a_spec_registered_again_gets_its_fill_asked_again(monkeypatch):
+    from dataclasses import replace
+
+    from gemmlab import registry
+    from gemmlab.api import candidates, core
+
+    problem = core.make_problem("hgemm", "bf16", (300, 4096, 4096))
+    spec = registry.get("persistent", "hgemm")
+    first = candidates.round_fill("hgemm", problem)("persistent", {}, (300, 4096, 4096))
+    other = replace(spec, round_fill=lambda p, v: 0.125)
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name, op=None: other if name == "persistent" else real_get(name, op))
+    again = candidates.round_fill("hgemm", problem)("persistent", {}, (300, 4096, 4096))
+    assert first != 0.125 and again == 0.125

@@ -20,6 +20,7 @@ import json
 import math
 import threading
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 
 
@@ -63,7 +64,14 @@ def tables() -> dict:
 
 
 def _distance(a, b) -> float:
-    return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) for x, y in zip(a, b))
+    return sum(abs(x - y) for x, y in zip(_logs(tuple(a)), _logs(tuple(b))))
+
+
+@lru_cache(maxsize=4096)
+def _logs(shape: tuple) -> tuple[float, ...]:
+    """The logs _distance compares, once per shape: a call's first use of a shape measures its
+    distance to every table entry of its op and type (tens of them)."""
+    return tuple(math.log(max(x, 1)) for x in shape)
 
 
 def arch_of(gpu: str) -> str | None:
@@ -156,7 +164,8 @@ def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
     table, where = _table_for(gpu, arch)
     entries = [e for e in (table or {}).get("entries", []) if e["op"] == op and e["dtype"] == dtype]
     entries = [e for e in entries if entry_out(e) in (out_dtype, "fp32")]
-    nearest = lambda pool: min(pool, key=lambda e: (_distance(e["shape"], dims), entry_out(e) != out_dtype,  # noqa: E731
+    distance = {id(e): _distance(e["shape"], dims) for e in entries}  # once: nearest may look twice
+    nearest = lambda pool: min(pool, key=lambda e: (distance[id(e)], entry_out(e) != out_dtype,  # noqa: E731
                                                      e["shape"]))
     alike = [e for e in entries if aligned(op, dtype, e["shape"]) == aligned(op, dtype, dims)]
     if entries:
