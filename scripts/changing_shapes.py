@@ -1,10 +1,13 @@
-"""What a program whose shapes change pays per call: x @ W.T with W K x N (an LLM's projection)
+"""What a program whose shapes change pays per call: x @ W.T with W stored N x K (an LLM's projection)
 and M, the token count, changing at every call. Host time (the loop's own, no sync per call)
 and wall time per call, for M never seen, seen once, and cycled past the thread's 512-entry
 caches, gemmlab beside torch.mm in the same process; then the memory CuPy's pool holds for
 gemmlab's executors (cuBLASLt's workspaces).
 
-    PYTHONPATH=src python3 scripts/changing_shapes.py [bf16|fp32] [--K 4096] [--N 4096]
+    PYTHONPATH=src python3 scripts/changing_shapes.py [bf16|fp32] [--K 4096] [--N 4096] [--layout nt|nn]
+
+--layout nn multiplies by W stored K x N (x @ W): row-major operands, which the dispatch table
+decides for at each new shape; nt (the default, x @ W.T) goes to cuBLAS without a decision.
 
 Session 37 (docs/api.md, "Programs whose shapes change") ran it on an H200 with the tree before
 and after that session's changes."""
@@ -19,6 +22,7 @@ def main() -> None:
     ap.add_argument("dtype", nargs="?", default="bf16", choices=["bf16", "fp32"])
     ap.add_argument("--K", type=int, default=4096)
     ap.add_argument("--N", type=int, default=4096)
+    ap.add_argument("--layout", default="nt", choices=["nt", "nn"])
     args = ap.parse_args()
     import cupy  # after the arguments: --help needs no GPU stack
     import torch
@@ -26,17 +30,18 @@ def main() -> None:
     import gemmlab
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
     torch.manual_seed(0)
-    W = torch.randn(args.N, args.K, device="cuda", dtype=dtype)
+    stored = torch.randn(args.N, args.K, device="cuda", dtype=dtype)
+    W = stored.T if args.layout == "nt" else stored.reshape(args.K, args.N)  # the operand: K x N either way
     X = torch.randn(2048, args.K, device="cuda", dtype=dtype)
     if dtype == torch.float32:
         def ours(x):
-            return gemmlab.sgemm(x, W.T)
+            return gemmlab.sgemm(x, W)
     else:
         def ours(x):
-            return gemmlab.hgemm(x, W.T, out_dtype=dtype)  # bf16 out, as torch.mm gives
+            return gemmlab.hgemm(x, W, out_dtype=dtype)  # bf16 out, as torch.mm gives
 
     def theirs(x):
-        return torch.mm(x, W.T)
+        return torch.mm(x, W)
 
     for f in (ours, theirs):  # imports, handles, the dispatched kernels compiled
         for m in (1024, 7, 100):
@@ -55,7 +60,8 @@ def main() -> None:
         print(f"{name:46s} host {host / n * 1e6:8.1f} us/call  wall {wall / n * 1e6:8.1f} us/call  ({n} calls)",
               flush=True)
 
-    print(f"{args.dtype}: x (M x {args.K}) @ W.T ({args.K} x {args.N}), M changing at every call")
+    what = "W.T" if args.layout == "nt" else "W"
+    print(f"{args.dtype}, layout {args.layout}: x (M x {args.K}) @ {what} ({args.K} x {args.N}), M changing at every call")
     small, large = list(range(8, 408)), list(range(408, 1208))
     row("torch.mm, M 8..407 first time", theirs, small)
     row("torch.mm, M 8..407 again", theirs, small)
