@@ -24,6 +24,8 @@ def main() -> None:
     ap.add_argument("--N", type=int, default=4096)
     ap.add_argument("--layout", default="nt", choices=["nt", "nn"])
     args = ap.parse_args()
+    if args.K < 1 or args.N < 1:
+        ap.error(f"--K and --N must be at least 1, not {args.K} and {args.N}")
     import cupy  # after the arguments: --help needs no GPU stack
     import torch
 
@@ -78,4 +80,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from gemmlab.errors import run_script
+
+    sys.exit(run_script(main))

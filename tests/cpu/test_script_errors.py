@@ -39,6 +39,9 @@ def _run(*args):
     (("scripts/cluster_scaling.py", "--modes", "local1,fast", "--out", "x"), "--modes: unknown fast"),
     (("scripts/host_speed.py", "--seconds", "0"), "--seconds must be above 0, not 0.0"),
     (("scripts/host_speed.py", "--pin", "100000"), "--pin 100000: not one of this process's CPUs"),
+    (("scripts/changing_shapes.py", "--K", "0"), "--K and --N must be at least 1, not 0 and 4096"),
+    (("scripts/changing_shapes.py", "--layout", "tn"), "invalid choice: 'tn'"),
+    (("scripts/changing_shapes.py", "fp64"), "invalid choice: 'fp64'"),
 ], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
 def test_bad_input_is_an_error_line_and_exit_2(args, message):
     r = _run(*args)
