@@ -45,7 +45,6 @@ def pool(monkeypatch):
     monkeypatch.setattr(device, "cupy_stream", switched)
     log.capturing = set()
     monkeypatch.setattr(launch_graph, "is_captured", lambda stream: stream in log.capturing)
-    monkeypatch.setattr(library_workspaces, "is_captured", lambda stream: stream in log.capturing)
     monkeypatch.setattr(library_workspaces, "_blocks", weakref.WeakValueDictionary())
     return log
 

@@ -63,9 +63,16 @@ def launching_on(stream: int):
         _building.stream = outer
 
 
-def building_stream() -> int | None:
-    """The stream the executors being built will launch on (launching_on), None for a plan's."""
-    return getattr(_building, "stream", None)
+def ordered_stream() -> int | None:
+    """The stream the executors being built will launch on (launching_on), where their buffers
+    can be made ahead of their first kernel; None for a plan's (no one stream) and while that
+    stream is being captured (work queued there would only be recorded; a failed query counts
+    as a capture). The rule for every buffer an executor owns: workspace(), and cuBLASLt's
+    (api/library_workspaces.py)."""
+    from ..cuda.launch_graph import is_captured
+
+    stream = getattr(_building, "stream", None)
+    return None if stream is None or is_captured(stream) else stream
 
 
 def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
@@ -87,11 +94,9 @@ def workspace(count: int, dtype: str = "float32", zeroed: bool = True):
       on another stream must be kept until its work there is done (docs/api.md, "Plans")."""
     import cupy as cp
 
-    from ..cuda.launch_graph import is_captured
-
     make = cp.zeros if zeroed else cp.empty
-    stream = building_stream()
-    if stream is not None and not is_captured(stream):  # a failed query counts as a capture
+    stream = ordered_stream()
+    if stream is not None:
         from ..cuda.device import cupy_stream
 
         with cupy_stream(stream):

@@ -29,8 +29,7 @@ import threading
 import weakref
 
 from ..cuda.cublas import WORKSPACE_BYTES
-from ..cuda.launch_graph import is_captured
-from .launches import building_stream, workspace
+from .launches import ordered_stream, workspace
 
 PER_THREAD_STREAM = 2  # cudaStreamPerThread (CU_STREAM_PER_THREAD): the same handle, another stream in each thread
 # stream (with the thread where the handle is PER_THREAD_STREAM) -> its newest block, while executors hold it
@@ -51,8 +50,8 @@ def library_workspace(nbytes: int) -> tuple[int, object]:
     (made there, no wait), else (a plan's; a stream being captured) a buffer of its own.
     No lock: two threads of one stream that each make a block at once keep one each, both used
     in that stream's order."""
-    stream = building_stream()
-    if stream is None or is_captured(stream):  # a failed query counts as a capture
+    stream = ordered_stream()
+    if stream is None:
         buf = workspace(nbytes, "uint8", zeroed=False)
         return buf.data.ptr, buf
     key = (stream, threading.get_ident()) if stream == PER_THREAD_STREAM else stream
