@@ -222,3 +222,47 @@ def test_an_allocator_out_of_memory_is_a_launch_error_so_the_executor_falls_back
 
     with pytest.raises(LaunchError, match="could not allocate cuBLASLt's workspace of 4096 bytes"):
         cublaslt._allocate(4096, [], full)
+
+
+def _bare_lt(monkeypatch, workspace_bytes):
+    """A PreparedLtGemm without cuBLASLt: its call records the workspace pointer it would pass."""
+    import contextlib
+
+    seen = []
+    gemm = cublaslt.PreparedLtGemm.__new__(cublaslt.PreparedLtGemm)
+    gemm.workspace_bytes, gemm._owned, gemm._capture_workspace = workspace_bytes, [], None
+    gemm._workspace = ctypes.c_void_p(0x5000 if workspace_bytes else None)
+    monkeypatch.setattr(cublaslt.PreparedLtGemm, "__call__", lambda self, *args: seen.append(self._workspace.value))
+    monkeypatch.setattr(cublaslt, "relaxed_capture", contextlib.nullcontext)
+    made = []
+    monkeypatch.setattr(cublaslt, "_allocate", lambda n, owned: made.append(n) or owned.append(("workspace", 0x9000)) or 0x9000)
+    return gemm, seen, made
+
+
+def test_a_captured_call_records_a_workspace_of_its_own_made_once(monkeypatch):
+    # the stream's shared block (api/library_workspaces.py) would be shared by the user's graph and
+    # every other call on that stream (session 37's review)
+    gemm, seen, made = _bare_lt(monkeypatch, 4096)
+    gemm.captured_call(1.0, 16, 32, 0.0, 48, 7)
+    gemm(1.0, 16, 32, 0.0, 48, 7)  # a call outside the capture: the given (shared) workspace again
+    gemm.captured_call(1.0, 16, 32, 0.0, 48, 7)  # a later capture: the same own workspace
+    assert seen == [0x9000, 0x5000, 0x9000] and made == [4096]
+    assert ("workspace", 0x9000) in gemm._owned, "freed with the GEMM (the pin keeps it for good)"
+
+
+def test_a_captured_call_without_a_workspace_allocates_nothing(monkeypatch):
+    gemm, seen, made = _bare_lt(monkeypatch, 0)
+    gemm.captured_call(1.0, 16, 32, 0.0, 48, 7)
+    assert seen == [None] and made == []
+
+
+def test_the_given_workspace_comes_back_after_a_captured_call_that_failed(monkeypatch):
+    gemm, seen, made = _bare_lt(monkeypatch, 4096)
+
+    def refused(self, *args):
+        raise LaunchError("cublasLtMatmul (sgemm GEMM) failed")
+
+    monkeypatch.setattr(cublaslt.PreparedLtGemm, "__call__", refused)
+    with pytest.raises(LaunchError):
+        gemm.captured_call(1.0, 16, 32, 0.0, 48, 7)
+    assert gemm._workspace.value == 0x5000

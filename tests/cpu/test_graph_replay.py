@@ -293,3 +293,17 @@ def test_a_shape_met_now_and_then_with_new_outputs_captures_nothing(fake):
         g(1.0, 1, 2, 0.0, c, 42)
     assert drv.modes_at_instantiate == [] and g.replays == 0 and len(rec.calls) == 6
     assert all(call[-1] == 42 for call in rec.calls)
+
+
+def test_a_call_on_a_capturing_stream_goes_through_captured_call_where_the_call_has_one(fake):
+    class WithOwnCapture(Recorder):
+        def captured_call(self, alpha, a, b, beta, c, stream):
+            self.calls.append(("captured", stream))
+
+    drv, rec = fake(), WithOwnCapture()
+    g = GraphReplay(rec, capture_after=1)
+    drv.capturing = 1
+    g(1.0, 1, 2, 0.0, 3, 42)
+    drv.capturing = 0
+    g(2.0, 1, 2, 0.0, 3, 42)
+    assert rec.calls == [("captured", 42), (2.0, 1, 2, 0.0, 3, 42)]

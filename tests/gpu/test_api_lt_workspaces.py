@@ -43,3 +43,51 @@ def test_the_executors_of_one_stream_share_one_workspace_and_stay_exact():
         ref = x[:M] @ w.T
         err = np.abs(cp.asnumpy(C) - ref).max() / np.abs(ref).max()
         assert err < 1e-5, f"{M}x{N}x{K}: relative error {err:.2e}"
+
+
+def test_a_users_capture_records_a_workspace_of_its_own_and_replays_beside_the_streams_calls():
+    """Warmed up on the stream it then captures (torch.cuda.graph(stream=s)), an executor holds s's
+    shared block; the user's graph must not record it, or a replay on another stream races with
+    every call still made on s (session 37's review). Replays on one stream and calls of another
+    shape on s run at once here, both checked against fp64."""
+    torch = pytest.importorskip("torch")
+    from gemmlab.api import core
+    from gemmlab.api.launches import launching_on
+    from gemmlab.cuda import cublaslt
+
+    core.setup()
+    needs = {M: cublaslt.PreparedLtGemm("sgemm", M, N, K, trans_b=True).workspace_bytes for M in SHAPES}
+    shapes = [M for M in SHAPES if needs[M]][:2]
+    if len(shapes) < 2:
+        pytest.skip(f"cuBLASLt asked for a workspace for fewer than two of {SHAPES} here: {needs}")
+    s, other = torch.cuda.Stream(), torch.cuda.Stream()
+    with launching_on(s.cuda_stream):
+        recorded, eager = (core.new_executor("sgemm", "fp32", (M, N, K), "cublas", None, (False, True))
+                           for M in shapes)
+    X = torch.randn(max(shapes), K, device="cuda")
+    W = torch.randn(N, K, device="cuda")
+    C1 = torch.full((shapes[0], N), float("nan"), device="cuda")
+    C2 = torch.full((shapes[1], N), float("nan"), device="cuda")
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):  # warmed up on s: direct, then replayed from gemmlab's own graph
+            recorded.run(X.data_ptr(), W.data_ptr(), C1.data_ptr(), 1.0, 0.0, s.cuda_stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        recorded.run(X.data_ptr(), W.data_ptr(), C1.data_ptr(), 1.0, 0.0, s.cuda_stream)
+    lt = recorded.call.call
+    assert lt._capture_workspace not in (None, 0) and lt._capture_workspace != lt.workspace_ptr
+    assert eager.call.call.workspace_ptr == lt.workspace_ptr, "the two shapes share s's block"
+    torch.cuda.synchronize()
+    C1.fill_(float("nan"))
+    other.wait_stream(torch.cuda.current_stream())
+    for _ in range(20):  # the user's graph on `other`, the other shape on s, at the same time
+        with torch.cuda.stream(other):
+            graph.replay()
+        eager.run(X.data_ptr(), W.data_ptr(), C2.data_ptr(), 1.0, 0.0, s.cuda_stream)
+    torch.cuda.synchronize()
+    x, w = X.double(), W.double()
+    for M, C in zip(shapes, (C1, C2)):
+        ref = x[:M] @ w.T
+        err = ((C.double() - ref).abs().max() / ref.abs().max()).item()
+        assert err < 1e-5, f"{M}x{N}x{K}: relative error {err:.2e}"

@@ -16,13 +16,11 @@ Not shared: a plan's (it may run on any stream), nor one built while its stream 
 (launches.workspace makes those on CuPy's current stream and waits for them: a host wait in the
 middle of the user's capture, once per shape).
 
-Captures (a known limit, docs/api.md "Programs whose shapes change"): a user's graph that records
-a call with an executor built before the capture records that stream's shared block, and
-launch_graph's pin keeps it. Replayed on another stream while calls of any shape still run on the
-recording stream, or while another graph recorded there replays on a third stream, it races on
-the block. Until session 37 only calls of the same shape shared a workspace. Warming up on the
-stream that is then captured (CuPy's usual way; torch.cuda.graph(stream=s) after a warm-up on s)
-is the case; torch.cuda.graph's own capture stream, not used before the capture, is not."""
+Captures: a user's graph does not record the shared block. A call made on a stream being
+captured runs on a workspace of its executor's own (cuda/cublaslt.py, captured_call), made at its
+first capture and kept with launch_graph's pin; otherwise a graph replayed on another stream
+would race with every call still made on the recording stream, the case of a warm-up on the
+stream then captured (CuPy's usual way, or torch.cuda.graph(stream=s) after a warm-up on s)."""
 from __future__ import annotations
 
 import threading

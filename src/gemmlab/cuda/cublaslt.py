@@ -348,6 +348,7 @@ class PreparedLtGemm:
         self.kind = kind
         lib = library()
         owned: list = []
+        self._owned, self._capture_workspace = owned, None  # captured_call's workspace, made at its first use
         self._finalizer = weakref.finalize(self, _release, lib, owned)
         self._finalizer.atexit = False
         what = (f"{kind} {M}x{N}x{K} {dtype}" + (f" x{batch}" if batch > 1 else "")
@@ -376,11 +377,12 @@ class PreparedLtGemm:
         self._handle, self._stream = p(0), p(0)
         self._alpha, self._beta = ctypes.c_float(), ctypes.c_float()
         self.a, self.b, self.c = p(0), p(0), p(0)
+        self._workspace = p(workspace or None)  # settable: captured_call swaps its own in
         la, lb, lc = (p(x.value) for x in layouts)
         # D = C in place (same layout), Lt's A = the caller's B, Lt's B = the caller's A
         self._args = (self._handle, p(desc.value), p(ctypes.addressof(self._alpha)), self.b, la, self.a, lb,
                       p(ctypes.addressof(self._beta)), self.c, lc, self.c, lc, p(ctypes.addressof(self._algo)),
-                      p(workspace or None), ctypes.c_size_t(self.workspace_bytes), self._stream)
+                      self._workspace, ctypes.c_size_t(self.workspace_bytes), self._stream)
         self._owner = None
 
     def __call__(self, alpha: float, a: int, b: int, beta: float, c: int, stream: int) -> None:
@@ -397,3 +399,21 @@ class PreparedLtGemm:
         status = self._fn(*self._args)
         if status:
             raise LaunchError(f"cublasLtMatmul ({self.kind} GEMM) failed ({status_name(status)})")
+
+    def captured_call(self, alpha: float, a: int, b: int, beta: float, c: int, stream: int) -> None:
+        """The call as a user's capture records it (cuda/graph_replay.py calls this on a stream being
+        captured): on a workspace of this GEMM's own, made at its first capture (cuMemAlloc, relaxed
+        mode) and kept while the GEMM lives, which launch_graph's pin makes for good. The workspace
+        `allocate` gave may be shared with the other GEMMs of its stream (api/library_workspaces.py);
+        a graph holding that one would race with them wherever it is replayed on another stream."""
+        if not self.workspace_bytes:
+            return self(alpha, a, b, beta, c, stream)
+        if self._capture_workspace is None:
+            with relaxed_capture():
+                self._capture_workspace = _allocate(self.workspace_bytes, self._owned)
+        given = self._workspace.value
+        self._workspace.value = self._capture_workspace
+        try:
+            self(alpha, a, b, beta, c, stream)
+        finally:
+            self._workspace.value = given

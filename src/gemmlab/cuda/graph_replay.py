@@ -131,9 +131,11 @@ class GraphReplay:
             if self._launch is None:
                 self._bind()
             capturing = self._capturing(stream)
+        call = self.call
         if capturing:  # a user's graph now holds the call's workspace (launch_graph's rules)
-            pin_captured(self.call)
-        self.call(alpha, a, b, beta, c, stream)
+            pin_captured(call)
+            call = getattr(call, "captured_call", call)  # cuBLASLt records on a workspace of its own
+        call(alpha, a, b, beta, c, stream)
         # only a call that went through is worth capturing when it comes again; a few are
         # remembered, so a loop that keeps its last result alive (two C addresses in turn) replays too
         self._seen[key] = self._seen.get(key, 0) + 1
