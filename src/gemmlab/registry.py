@@ -93,6 +93,10 @@ class KernelSpec:
     # clearing at allocation serves every later launch of the same shape; another shape's flags
     # may lie where partials were written, and the runners clear them first.
     workspace: Callable[[GemmProblem, Mapping[str, int]], int | None] | None = None
+    # Floats at the head of that workspace that must be zero before a launch (the flags; the
+    # kernel leaves them zero): an executor sharing a workspace with others clears just these
+    # when another has used it since (api/shared_workspaces.py). None: the whole of it.
+    workspace_flags: Callable[[GemmProblem, Mapping[str, int]], int] | None = None
     # Shapes the kernel cannot take (alignment, divisibility): "" when it can, else the reason,
     # which the harness raises as one BadArgumentError line before launching.
     problem_check: Callable[[GemmProblem], str] | None = None
@@ -203,6 +207,14 @@ class KernelSpec:
             return own
         slices = self.launch(problem, values).grid[2]
         return slices * problem.M * problem.N if self.splitk_reduce is not None and slices > 1 else 0
+
+    def workspace_flag_floats(self, problem: GemmProblem, values: Mapping[str, int]) -> int:
+        """Floats at the head of workspace_floats' that must be zero before a launch: 0 for the
+        split-K planes (written before they are read), the flags for a `workspace` of the spec's own."""
+        own = self.workspace(problem, values) if self.workspace is not None else None
+        if not own:
+            return 0
+        return self.workspace_flags(problem, values) if self.workspace_flags is not None else own
 
     def variant(self, name: str, title: str, idea: str, seed: str = "", **defaults: int) -> "KernelSpec":
         """The same kernel under another name with other default parameters."""

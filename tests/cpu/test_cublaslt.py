@@ -7,7 +7,7 @@ import ctypes
 
 import pytest
 
-from gemmlab.api import dispatch, executors, library_workspaces
+from gemmlab.api import dispatch, executors, shared_workspaces
 from gemmlab.cuda import cublas, cublaslt
 from gemmlab.errors import LaunchError
 from gemmlab.problem import GemmProblem
@@ -121,7 +121,7 @@ def test_lt_when_it_prepares(monkeypatch):
     ex = executors.CublasGemm(GemmProblem(64, 48, 32), "sgemm")
     assert ex.library_call == "cublasLtMatmul" and ex.lt_refusal is None
     assert ex.owns_workspace, "an Lt algorithm with a workspace is kept per stream"
-    assert ex.call.call.allocate is library_workspaces.library_workspace, "its stream's shared workspace"
+    assert ex.call.call.allocate is shared_workspaces.library_workspace, "its stream's shared workspace"
     text = dispatch.describe(dispatch.Choice("cublas", {}, "named by the caller"), "gemmlab.sgemm", "64x48x32",
                              "GPU", "sm_90", "none", ex.library_call)
     assert "cuBLAS called directly, one cublasLtMatmul per call" in text
@@ -200,7 +200,7 @@ def test_a_workspace_from_allocate_is_held_then_handed_back_by_dropping_its_owne
     class Block:  # stands in for a CuPy array from the call stream's pool
         ptr = 0x7000
 
-    monkeypatch.setattr(cublaslt, "_free", lambda *a: pytest.fail("cuMemFree called: it waits for the whole device"))
+    monkeypatch.setattr(cublaslt, "device_free", lambda *a: pytest.fail("cuMemFree called: it waits for the whole device"))
     owned, made = [], [Block()]
     alive = weakref.ref(made[0])
     got = cublaslt._allocate(4096, owned, lambda n: (made[0].ptr, made.pop()))  # handed over, none kept here
@@ -240,7 +240,7 @@ def _bare_lt(monkeypatch, workspace_bytes):
 
 
 def test_a_captured_call_records_a_workspace_of_its_own_made_once(monkeypatch):
-    # the stream's shared block (api/library_workspaces.py) would be shared by the user's graph and
+    # the stream's shared block (api/shared_workspaces.py) would be shared by the user's graph and
     # every other call on that stream (session 37's review)
     gemm, seen, made = _bare_lt(monkeypatch, 4096)
     gemm.captured_call(1.0, 16, 32, 0.0, 48, 7)

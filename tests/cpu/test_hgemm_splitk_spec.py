@@ -204,6 +204,7 @@ def test_the_tail_split_slices_only_the_partial_last_wave():
     assert PERSISTENT.launch(p, v).grid == (132, 1, 1)
     assert specs.persistent_flag_floats(p, v) == 64, "two flags per sliced CTA tile: 12 x 2 x 2, rounded to 32"
     assert PERSISTENT.workspace_floats(p, v) == 64 + 12 * 2 * 5 * 128 * 256
+    assert PERSISTENT.workspace_flag_floats(p, v) == 64, "what a shared workspace's handover clears"
     # every cluster gets the same K work but the tail's: at most one slice beyond two whole tiles
     per_cluster = _walk(p, v)[-1]
     assert max(per_cluster.values()) - 2 * 48 <= 10 and min(per_cluster.values()) == 2 * 48

@@ -344,3 +344,55 @@ def test_the_runner_paths_pin_what_a_capture_records(monkeypatch, check, pinned)
     runner = object()
     launch_graph.pin_if_captured(runner, 42)
     assert (launch_graph._captured == {id(runner): runner}) is pinned
+
+
+class FakeScratch:
+    """A shared workspace (api/shared_workspaces.py's KernelWorkspace) as LaunchGraph sees it."""
+
+    def __init__(self, drv):
+        from contextlib import contextmanager
+
+        self.drv, self.block, self.log = drv, type("Block", (), {"last": None})(), []
+
+        @contextmanager
+        def captured(stream):
+            self.log.append(("captured", stream))
+            yield
+            self.log.append(("restored", len(self.drv.direct)))
+
+        self.captured = captured
+
+    def handover(self, stream):
+        self.log.append(("handover", stream, len(self.drv.launched) + len(self.drv.direct)))
+        self.block.last = self
+
+
+def test_a_shared_workspace_is_handed_over_before_a_launch_only_when_another_used_it(fake):
+    drv = fake()
+    g = LaunchGraph(_launches())
+    scratch = g.scratch = FakeScratch(drv)
+    g.launch(42, "k")
+    g.launch(42, "k")  # still this executor's: no clearing
+    assert scratch.log == [("handover", 42, 0)] and len(drv.launched) == 2
+    scratch.block.last = object()  # another executor of the stream launched on it meanwhile
+    g.launch(42, "k2")
+    assert scratch.log[-1] == ("handover", 42, 2) and len(drv.launched) == 3  # before the launch
+
+
+def test_a_capture_runs_the_launches_on_the_executors_own_workspace_with_no_handover(fake, monkeypatch):
+    monkeypatch.setattr(launch_graph, "_captured", {})
+    drv = fake()
+    g = LaunchGraph(_launches())
+    scratch = g.scratch = FakeScratch(drv)
+    drv.capturing.add(42)
+    g.launch(42, "k")
+    assert scratch.log == [("captured", 42), ("restored", 2)] and drv.direct == [(11, 42), (12, 42)]
+    assert launch_graph.captured_count() == 1 and scratch.block.last is None
+
+
+def test_a_graph_turned_off_still_hands_the_workspace_over_before_direct_launches(fake):
+    drv = fake("create")
+    g = LaunchGraph(_launches())
+    scratch = g.scratch = FakeScratch(drv)
+    g.launch(42, "k")
+    assert not g.enabled and scratch.log == [("handover", 42, 0)] and drv.direct == [(11, 42), (12, 42)]

@@ -44,6 +44,16 @@ def test_workspace_holds_flags_and_two_slots_a_block():
     assert SPEC.workspace_floats(p, SPEC.resolve({})) == 0
 
 
+def test_only_the_flags_must_be_zero_before_a_launch():
+    """What an executor sharing the workspace clears when another used it since
+    (api/shared_workspaces.py): stream-K's flags, one a tile rounded to 32; the split-K planes
+    are written before they are read."""
+    v = SPEC.resolve({"STREAMK": 1})
+    assert SPEC.workspace_flag_floats(GemmProblem(3072, 3072, 3072, 1.0, 0.0), v) == 288
+    assert SPEC.workspace_flag_floats(GemmProblem(1000, 4096, 4096, 1.0, 0.0), v) == 128  # 8 x 16 tiles
+    assert SPEC.workspace_flag_floats(GemmProblem(3072, 3072, 3072, 1.0, 0.0), SPEC.resolve({"SPLITK": 2})) == 0
+
+
 def test_stream_k_takes_only_its_modes():
     with pytest.raises(ConstraintError, match="breaks constraint: STREAMK must be 0, 1 or 2"):
         SPEC.resolve({"STREAMK": 3})

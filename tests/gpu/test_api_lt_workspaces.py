@@ -1,5 +1,5 @@
 """cuBLASLt's workspace is one block per stream, shared by the executors built for that stream
-(api/library_workspaces.py, session 37): fp32 asks for 2-29 MiB per shape, and one each held
+(api/shared_workspaces.py, session 37): fp32 asks for 2-29 MiB per shape, and one each held
 gigabytes in a program whose shapes change. Work on one stream runs in order, so sharing is
 safe there; this checks it: executors of several shapes on one stream, called back to back
 without a wait (direct, then replayed from their graphs), each result against fp64."""

@@ -6,7 +6,7 @@ one CUDA graph per stream whose arguments are copied in when they change (cuda/l
 1.5-2.5 us less host time than launching each kernel, session 21), directly under a user's
 stream capture:
 - KernelGemm: sgemm, bgemm and the non-TMA hgemm rungs (with the split-K reduction launch and
-  its own workspace where the kernel has one);
+  a workspace where the kernel has one);
 - TmaGemm (api/tma_executors.py): the TMA hgemm rungs on shapes whose rows are 16-byte multiples
   (tensor maps encoded again only when a pointer changes), with a B given transposed (x @ W.T)
   read in place by the rungs that take layout nt;
@@ -17,9 +17,9 @@ stream capture:
 - KernelReduce: the reduce rungs, every pass prepared, with their own partials and counters;
 - RunnerGemm / RunnerReduce: everything else (Triton and torch baselines, TMA shapes that need
   padded copies or B transposed) through the op's runner - correct, not fast.
-Executors own their buffers, except cuBLASLt's workspace, which the executors built for one
-stream share (api/library_workspaces.py: their calls run in that stream's order); one executor
-runs one call at a time. The API keeps them per thread, and an executor with a workspace
+Executors own their buffers, except the GEMMs' workspaces (cuBLASLt's, split-K's and stream-K's),
+which the executors built for one stream share (api/shared_workspaces.py: their calls run in that
+stream's order); one executor runs one call at a time. The API keeps them per thread, and an executor with a workspace
 (owns_workspace) per stream too, so two streams never race on one workspace.
 """
 from __future__ import annotations
@@ -30,8 +30,8 @@ from ..cuda.graph_replay import GraphReplay
 from ..cuda.launch_graph import LaunchGraph, gemm_key, pin_if_captured
 from ..errors import BadArgumentError, LaunchError, NoGPUError
 from .launches import REDUCE_SIGNATURES, SPLITK_REDUCE_SIGNATURE, FastGemm, gemm_signature, prepared, workspace
-from .library_workspaces import library_workspace
 from .operands import Operand, cupy_view
+from .shared_workspaces import kernel_workspace, library_workspace, shared_scratch
 from .tma_executors import TmaGemm, in_place_refusal, tma_fast
 
 
@@ -47,6 +47,7 @@ class KernelGemm(FastGemm):
         M, N, K = problem.M, problem.N, problem.K
         geometry = runner.impl.launch(problem, runner.params)
         self.reduce = None
+        work = None  # the split-K or stream-K workspace, where the kernel has one
         if batched:
             self.main = prepared(runner.compiled, geometry, gemm_signature(runner.impl, batched))
             for i, v in enumerate((M, N, K)):
@@ -67,12 +68,12 @@ class KernelGemm(FastGemm):
                 self.main.set(first + i, v)
             self._slots = [self.main.slots[first + i] for i in (3, 4, 5, 6, 7)]
             floats = impl.workspace_floats(problem, runner.params) if takes_w else 0
-            if floats:
-                # Zeroed: stream-K's tile flags start at zero (and the kernel leaves them so).
-                self.workspace = workspace(floats)
+            if floats:  # the stream's shared block (stream-K's flags cleared at a handover), else its own
+                work = kernel_workspace(floats, impl.workspace_flag_floats(problem, runner.params))
+                self.workspace = work.owner
                 self.owns_workspace = True
             if takes_w:
-                self.main.set(first + 8, self.workspace.data.ptr if floats else 0)
+                self.main.set(first + 8, 0)
             if self.maps:
                 from ..kernels.sgemm.specs import tma_ffma_boxes, tma_ffma_maps_fit
 
@@ -89,11 +90,12 @@ class KernelGemm(FastGemm):
                 self.reduce = prepared(runner.reduce, splitk_reduce_launch(M, N), SPLITK_REDUCE_SIGNATURE)
                 for i, v in enumerate((M, N, slices)):
                     self.reduce.set(i, v)
-                self.reduce.set(4, self.workspace.data.ptr)
                 self._reduce_slots = [self.reduce.slots[i] for i in (3, 5, 6)]
+            if work is not None:  # the kernel's pointer, and the sum's where split-K runs
+                work.bind([self.main.slots[first + 8]] + ([self.reduce.slots[4]] if self.reduce is not None else []))
         # one graph of the call's launches (the slices, then their sum, where split-K runs)
         self.graph = LaunchGraph((self.main,) if self.reduce is None else (self.main, self.reduce),
-                                 keep=(getattr(self, "workspace", None),))
+                                 keep=(getattr(self, "workspace", None),), scratch=shared_scratch(work))
 
     def _encode_maps(self, a: int, b: int) -> None:
         """Rung 15's maps over A and B where they fit (flag 1), re-encoded only for a new pointer;

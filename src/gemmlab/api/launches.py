@@ -68,7 +68,7 @@ def ordered_stream() -> int | None:
     can be made ahead of their first kernel; None for a plan's (no one stream) and while that
     stream is being captured (work queued there would only be recorded; a failed query counts
     as a capture). The rule for every buffer an executor owns: workspace(), and cuBLASLt's
-    (api/library_workspaces.py)."""
+    (api/shared_workspaces.py)."""
     from ..cuda.launch_graph import is_captured
 
     stream = getattr(_building, "stream", None)

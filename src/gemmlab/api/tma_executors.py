@@ -15,7 +15,8 @@ says why).
 from __future__ import annotations
 
 from ..cuda.launch_graph import LaunchGraph, gemm_key
-from .launches import FastGemm, prepared, tma_signature, workspace
+from .launches import FastGemm, prepared, tma_signature
+from .shared_workspaces import kernel_workspace, shared_scratch
 from .interface import ITEMSIZE
 
 
@@ -96,6 +97,7 @@ class TmaGemm(FastGemm):
         self.boxes = tma_boxes(spec, params)
         geometry = tma_geometry(runner, problem)
         self.store_c = "C" in self.boxes
+        work = None  # the split-K workspace, where rungs 5-6 slice K
         self.launch = prepared(runner.compiled, geometry, tma_signature(self.store_c))
         first = self.launch.signature.count("tmap")  # the tensor maps lead
         for i, v in enumerate((self.M, self.N, self.K)):
@@ -103,15 +105,17 @@ class TmaGemm(FastGemm):
         if self.store_c:
             self.launch.set(first + 6, self.N)  # ldc: C is dense
             floats = spec.workspace_floats(problem, params)
-            if floats:
-                self.workspace = workspace(floats)
+            self.launch.set(first + 7, 0)
+            if floats:  # the stream's shared block (the split-K flags cleared at a handover), else its own
+                work = kernel_workspace(floats, spec.workspace_flag_floats(problem, params))
+                work.bind([self.launch.slots[first + 7]])
+                self.workspace = work.owner
                 self.owns_workspace = True
-            self.launch.set(first + 7, self.workspace.data.ptr if floats else 0)
             for i, x in enumerate(persistent_schedule(problem, params)):
                 self.launch.set(first + 8 + i, x)
         self._alpha, self._beta, self._c = (self.launch.slots[first + i] for i in (3, 4, 5))
         self._ptrs = [None, None, None]
-        self.graph = LaunchGraph((self.launch,), keep=(getattr(self, "workspace", None),))
+        self.graph = LaunchGraph((self.launch,), keep=(getattr(self, "workspace", None),), scratch=shared_scratch(work))
 
     def run(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int) -> None:
         item = self.item

@@ -20,7 +20,7 @@ allocated when it is built. Not one per thread: two streams of one thread may ru
 at once, and two GEMMs running at once must never share a workspace (api/executors.py marks an
 executor with one as owns_workspace, so the API keeps it per stream). The API passes `allocate`,
 which gives the executors of one stream one block from CuPy's pool on that stream
-(api/library_workspaces.py): dropped, it goes back there, reused only behind the work queued on
+(api/shared_workspaces.py): dropped, it goes back there, reused only behind the work queued on
 that stream. Without it the workspace is a cuMemAlloc of its own, and its cuMemFree, when the
 GEMM is dropped, waits for the whole device (until session 37 the API's case too: a thread's
 executor cache emptied, a plan dropped). Building allocates in relaxed capture mode, so that a
@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from ..errors import LaunchError
 from .cublas import WORKSPACE_BYTES, load_library
-from .launcher import relaxed_capture
+from .launcher import device_alloc, device_free, relaxed_capture
 
 # library_types.h: cudaDataType_t
 CUDA_R_32F = 0
@@ -287,17 +287,9 @@ def _allocate(nbytes: int, owned: list, allocate=None) -> int:
             raise LaunchError(f"could not allocate cuBLASLt's workspace of {nbytes} bytes ({exc})") from None
         owned.append(("owner", owner))  # dropped by the finalizer, no call made
         return ptr
-    from .launcher import driver, error_name
-
-    lib = driver()
-    ptr = ctypes.c_uint64()
-    err = lib.cuMemAlloc_v2(ctypes.byref(ptr), nbytes)
-    if err:
-        raise LaunchError(f"could not allocate cuBLASLt's workspace of {nbytes} bytes ({error_name(err)})")
-    context = ctypes.c_void_p()
-    lib.cuCtxGetCurrent(ctypes.byref(context))
-    owned.append(("workspace", ptr.value, context.value))
-    return ptr.value
+    ptr, context = device_alloc(nbytes, "cuBLASLt's workspace")
+    owned.append(("workspace", ptr, context))
+    return ptr
 
 
 def _release(lib, owned: list) -> None:
@@ -309,19 +301,11 @@ def _release(lib, owned: list) -> None:
         entry = owned.pop()
         try:
             if entry[0] == "workspace":
-                _free(entry[1], entry[2])
+                device_free(entry[1], entry[2])
             elif entry[0] != "owner":  # an owner's memory goes back with it, popped here
                 getattr(lib, entry[0])(entry[1])
         except Exception:  # a finalizer must not raise; a leak is the lesser harm
             pass
-
-
-def _free(ptr: int, context: int) -> None:
-    from .launcher import driver, ensure_context
-
-    with relaxed_capture():
-        ensure_context(context)  # the finalizer may run on a thread that never touched CUDA
-        driver().cuMemFree_v2(ctypes.c_uint64(ptr))
 
 
 class PreparedLtGemm:
@@ -404,13 +388,12 @@ class PreparedLtGemm:
         """The call as a user's capture records it (cuda/graph_replay.py calls this on a stream being
         captured): on a workspace of this GEMM's own, made at its first capture (cuMemAlloc, relaxed
         mode) and kept while the GEMM lives, which launch_graph's pin makes for good. The workspace
-        `allocate` gave may be shared with the other GEMMs of its stream (api/library_workspaces.py);
+        `allocate` gave may be shared with the other GEMMs of its stream (api/shared_workspaces.py);
         a graph holding that one would race with them wherever it is replayed on another stream."""
         if not self.workspace_bytes:
             return self(alpha, a, b, beta, c, stream)
-        if self._capture_workspace is None:
-            with relaxed_capture():
-                self._capture_workspace = _allocate(self.workspace_bytes, self._owned)
+        if self._capture_workspace is None:  # its own cuMemAlloc (relaxed mode: a capture is under way)
+            self._capture_workspace = _allocate(self.workspace_bytes, self._owned)
         given = self._workspace.value
         self._workspace.value = self._capture_workspace
         try:

@@ -38,7 +38,9 @@ The rules:
   addresses of the buffers the launches use (a split-K workspace, a sum's partials and counter,
   cuBLASLt's workspace), and replays them for as long as it lives, past the point where the API's
   bounded caches or a use_tuning would drop the executor and return those buffers to the pool.
-  So whatever was captured is kept for the life of the process.
+  So whatever was captured is kept for the life of the process. A workspace the executor shares
+  with the stream's others (`scratch`) is not what the user's graph records: the launches it
+  captures run on one of the executor's own (api/shared_workspaces.py).
 - Up to STREAMS_KEPT streams keep an instantiation; past that the least recently launched one is
   dropped (a program cycling through more streams than that pays an instantiation per change of
   stream; one that keeps returning to a few keeps theirs).
@@ -129,9 +131,13 @@ class LaunchGraph:
     `graph_launches` counts the calls served by a graph, `updates` those that copied new arguments
     into it first (the tests read both)."""
 
-    def __init__(self, launches: Sequence[PreparedLaunch], keep: tuple = ()):
+    def __init__(self, launches: Sequence[PreparedLaunch], keep: tuple = (), scratch=None):
         self.launches = tuple(launches)
         self.keep = keep  # the buffers the launches use (pinned with the graph under a capture)
+        # a workspace shared with other executors of the stream (api/shared_workspaces.py's
+        # KernelWorkspace): handover(stream) before a launch when another used it since (.block.last),
+        # captured(stream) around the launches a user's capture records
+        self.scratch = scratch
         self.enabled = True
         self.disabled_reason = ""
         self.graph_launches = 0
@@ -159,6 +165,9 @@ class LaunchGraph:
             except RuntimeError:
                 capturing = True
             if not capturing:
+                scratch = self.scratch
+                if scratch is not None and scratch.block.last is not scratch:
+                    scratch.handover(stream)
                 exe, last, handle = entry
                 if last != key:
                     entry[1] = None  # until every node holds the new arguments (a failure may come midway)
@@ -177,8 +186,16 @@ class LaunchGraph:
                 return
         elif self._launch is None:  # the graph off, or a first launch under a capture
             self._bind()
+        scratch = self.scratch
         if entry is not None or self._capturing(stream):  # an entry reaching here is captured
             pin_captured(self)
+            if scratch is not None:  # the user's graph gets a workspace of the executor's own
+                with scratch.captured(stream):
+                    for launch in self.launches:
+                        launch.launch(stream)
+                return
+        elif scratch is not None and scratch.block.last is not scratch:
+            scratch.handover(stream)
         for launch in self.launches:
             launch.launch(stream)
 

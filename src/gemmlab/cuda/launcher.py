@@ -145,6 +145,29 @@ def relaxed_capture(lib=None):
             lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
 
 
+
+def device_alloc(nbytes: int, what: str) -> tuple[int, int]:
+    """(pointer, context) of `nbytes` of device memory of the caller's own: a cuMemAlloc in relaxed
+    capture mode, so it may be made while a stream captures (memory a user's graph will hold).
+    device_free gives it back. `what` names it in the error."""
+    lib = driver()
+    ptr = ctypes.c_uint64()
+    with relaxed_capture(lib):
+        err = lib.cuMemAlloc_v2(ctypes.byref(ptr), nbytes)
+    if err:
+        raise LaunchError(f"could not allocate {what} of {nbytes} bytes ({error_name(err)})")
+    context = ctypes.c_void_p()
+    lib.cuCtxGetCurrent(ctypes.byref(context))
+    return ptr.value, context.value
+
+
+def device_free(ptr: int, context: int) -> None:
+    """cuMemFree of device_alloc's memory, from any thread (a finalizer's may never have touched
+    CUDA) and while a stream captures. It waits for the whole device: free only what is rare."""
+    with relaxed_capture():
+        ensure_context(context)
+        driver().cuMemFree_v2(ctypes.c_uint64(ptr))
+
 # argument kinds of a kernel signature -> ctypes slot types
 _SLOT_TYPES = {"i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float, "ptr": ctypes.c_uint64}
 

@@ -592,7 +592,8 @@ PERSISTENT = KernelSpec(
     + _persistent_constraints() + _consumer_constraints(),
     threads=persistent_threads, smem_bytes=persistent_static_smem,
     block_tile=lambda v: (tile_rows(v), v["BN"]),
-    geometry=persistent_launch, workspace=persistent_workspace, round_fill=persistent_round_fill,
+    geometry=persistent_launch, workspace=persistent_workspace, workspace_flags=persistent_flag_floats,
+    round_fill=persistent_round_fill,
     arch="sm_90a", dtypes=HALF_DTYPES, tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn", "out16"),
 )
 
@@ -613,7 +614,8 @@ TF32_WGMMA = KernelSpec(
     + _persistent_constraints(),
     threads=persistent_threads, smem_bytes=persistent_static_smem,
     block_tile=lambda v: cta_tile(v, tf32_rs(True, v)),
-    geometry=persistent_launch, workspace=persistent_workspace, round_fill=persistent_round_fill,
+    geometry=persistent_launch, workspace=persistent_workspace, workspace_flags=persistent_flag_floats,
+    round_fill=persistent_round_fill,
     arch="sm_90a", dtypes=("tf32",),
     tags=("tma", "tma_store", "pads", "persistent", "layout_nt", "layout_tn"),
 )

@@ -546,13 +546,18 @@ def _bigtile_grid(p: GemmProblem, v) -> Launch:
     return _swizzled_grid(p, v)
 
 
+def _bigtile_flags(p: GemmProblem, v) -> int:
+    """Stream-K's tile flags at the head of its workspace, one a tile rounded to 32 (stream_k.cuh's
+    flag_floats); 0 without stream-K."""
+    return cdiv(cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"]), 32) * 32 if v["STREAMK"] else 0
+
+
 def _bigtile_workspace(p: GemmProblem, v) -> int | None:
-    """Stream-K (stream_k.cuh): the tiles' flags (rounded to 32 floats) and two partial-tile
-    slots a block; otherwise None, the split-K planes of any kernel with a reduction."""
+    """Stream-K (stream_k.cuh): the tiles' flags and two partial-tile slots a block; otherwise
+    None, the split-K planes of any kernel with a reduction."""
     if not v["STREAMK"]:
         return None
-    tiles = cdiv(p.M, v["BM"]) * cdiv(p.N, v["BN"])
-    return cdiv(tiles, 32) * 32 + 2 * stream_k_blocks(p, v, sm_count()) * v["BM"] * v["BN"]
+    return _bigtile_flags(p, v) + 2 * stream_k_blocks(p, v, sm_count()) * v["BM"] * v["BN"]
 
 
 BIGTILE = KernelSpec(
@@ -602,7 +607,7 @@ BIGTILE = KernelSpec(
                    lambda v: _pipeline_smem(v) <= MAX_DYNAMIC_SMEM),
     ),
     splitk_reduce=SPLITK_REDUCE,
-    workspace=_bigtile_workspace,
+    workspace=_bigtile_workspace, workspace_flags=_bigtile_flags,
     threads=lambda v: v["NT"],
     block_tile=lambda v: (v["BM"], v["BN"]),
     geometry=_bigtile_grid,
