@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -63,14 +64,10 @@ def tables() -> dict:
     return _tables
 
 
-def _distance(a, b) -> float:
-    return sum(abs(x - y) for x, y in zip(_logs(tuple(a)), _logs(tuple(b))))
-
-
 @lru_cache(maxsize=4096)
 def _logs(shape: tuple) -> tuple[float, ...]:
-    """The logs _distance compares, once per shape: a call's first use of a shape measures its
-    distance to every table entry of its op and type (tens of them)."""
+    """The logs whose differences are the distance between two shapes, once per shape: a call's
+    first use of a shape measures its distance to every table entry of its op and type (tens)."""
     return tuple(math.log(max(x, 1)) for x in shape)
 
 
@@ -152,6 +149,33 @@ def refit(ranked: list[dict], measured: tuple, dims: tuple, fill) -> tuple[list[
     return sorted(ranked, key=lambda c: -figure[id(c)]), lowered
 
 
+POOLS_KEPT = 256
+_pools: dict = {}  # (id(table), op, dtype, C) -> (table, its entries, how many, aligned, the pool)
+
+
+def _pool(table: dict | None, op: str, dtype: str, out_dtype: str) -> list[tuple]:
+    """The entries of `table` a call of op and dtype writing a C of out_dtype chooses among (its
+    own C's and the fp32 C's, in the table's order), each as (entry, the logs of its shape, whether
+    its rows are whole 16-byte units, whether it was measured with another C than out_dtype): what
+    choose compares that does not change from call to call. Remembered per table (a table is read
+    once and not changed; one replaced, or with entries added or removed, is read again, as is
+    every table where `aligned` is replaced): a program whose shapes change paid the filter, the
+    logs and the alignment of every entry at each new shape, 50-90 us of a decision (session 38)."""
+    if table is None:
+        return []
+    entries = table.get("entries", [])
+    key = (id(table), op, dtype, out_dtype)
+    kept = _pools.get(key)
+    if kept is not None and kept[0] is table and kept[1] is entries and kept[2] == len(entries) and kept[3] is aligned:
+        return kept[4]
+    pool = [(e, _logs(tuple(e["shape"])), aligned(op, dtype, e["shape"]), entry_out(e) != out_dtype)
+            for e in entries if e["op"] == op and e["dtype"] == dtype and entry_out(e) in (out_dtype, "fp32")]
+    if len(_pools) >= POOLS_KEPT:
+        _pools.clear()
+    _pools[key] = (table, entries, len(entries), aligned, pool)
+    return pool
+
+
 def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
            accepts=lambda impl: "", out_dtype: str = "fp32", fill=None) -> Choice:
     """The implementation for `op` at `dims` (M, N, K[, batch] or (n,)) in `dtype` on this GPU,
@@ -162,17 +186,18 @@ def choose(op: str, dtype: str, dims: tuple[int, ...], gpu: str, arch: str,
     `fill(impl_name, params, shape)` how much of the GPU its rounds fill at a shape (refit).
     """
     table, where = _table_for(gpu, arch)
-    entries = [e for e in (table or {}).get("entries", []) if e["op"] == op and e["dtype"] == dtype]
-    entries = [e for e in entries if entry_out(e) in (out_dtype, "fp32")]
-    distance = {id(e): _distance(e["shape"], dims) for e in entries}  # once: nearest may look twice
-    nearest = lambda pool: min(pool, key=lambda e: (distance[id(e)], entry_out(e) != out_dtype,  # noqa: E731
-                                                     e["shape"]))
-    alike = [e for e in entries if aligned(op, dtype, e["shape"]) == aligned(op, dtype, dims)]
-    if entries:
-        entry = nearest(alike or entries)
+    pool = _pool(table, op, dtype, out_dtype)
+    if pool:
+        logs, rows = _logs(tuple(dims)), aligned(op, dtype, dims)
+        # nearest first: (distance, not its own C, shape), then the place in the table (min's first)
+        near = [((sum(map(abs, map(operator.sub, shape_logs, logs))), other_c, e["shape"]), i, e, e_rows)
+                for i, (e, shape_logs, e_rows, other_c) in enumerate(pool)]
+        nearest = min(near)[2]
+        alike = min((n for n in near if n[3] == rows), default=None)
+        entry = nearest if alike is None else alike[2]
         where_shape = "this shape" if tuple(entry["shape"]) == tuple(dims) else "the nearest measured shape"
-        if alike and entry is not nearest(entries):  # the alignment class passed over a nearer entry
-            where_shape += (" whose rows are whole 16-byte units, as this call's are" if aligned(op, dtype, dims)
+        if entry is not nearest:  # the alignment class passed over a nearer entry
+            where_shape += (" whose rows are whole 16-byte units, as this call's are" if rows
                             else " whose rows are not whole 16-byte units, as this call's are not")
         shape = "x".join(map(str, entry["shape"]))
         measured_out = entry_out(entry)
