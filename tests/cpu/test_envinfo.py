@@ -250,3 +250,19 @@ def test_handle_falls_back_to_index(monkeypatch):
     _fake_driver(monkeypatch, _no_libcuda)
     fake = FakeNVML(clocks=[1], temps=[1])
     assert nvml.handle_for_cuda_device(fake, 3) == ("handle", 3)
+
+
+def test_no_gpu_is_probed_once_per_process(monkeypatch):
+    """cuda/device.py remembers why there is no GPU: a probe that failed afresh each time cost
+    130 us, many times a decision (the kernels' geometry asks for the SM count), session 38."""
+    from gemmlab.cuda import device
+
+    calls = []
+    _fake_driver(monkeypatch, lambda: calls.append(1) or (CUresult.CUDA_ERROR_NO_DEVICE,))
+    monkeypatch.setattr(device, "_no_gpu", [])
+    device.device.cache_clear()
+    for _ in range(3):
+        with pytest.raises(NoGPUError, match="cuInit failed"):
+            device.device()
+    assert calls == [1]
+    device.device.cache_clear()

@@ -18,8 +18,25 @@ class DeviceInfo:
     max_smem_per_block_optin: int
 
 
+_no_gpu: list[str] = []  # the reason, once the probe found no usable device: a process does not gain one
+
+
 def _probe_driver() -> None:
-    """Raise NoGPUError with the driver's own reason when no device can be used."""
+    """Raise NoGPUError with the driver's own reason when no device can be used. The reason is
+    remembered: without a driver every probe failed afresh, about 130 us each, and the kernels'
+    launch geometry asks for the SM count (sgemm specs' sm_count falls back to 132) many times a
+    decision, so explain and the dispatch ran about 10x slower on a CPU (session 38)."""
+    if _no_gpu:
+        raise NoGPUError(_no_gpu[0])
+    try:
+        _probe()
+    except NoGPUError as exc:
+        _no_gpu.append(str(exc))
+        raise
+
+
+def _probe() -> None:
+    """cuInit and a device count, each failure as NoGPUError with its reason."""
     try:
         from cuda.bindings import driver
     except ImportError as exc:  # pragma: no cover - cuda-bindings is a dependency
