@@ -230,14 +230,33 @@ def test_a_handover_clears_the_flags_on_the_stream_and_marks_the_block(pool, mem
         streamk = shared_workspaces.kernel_workspace(1000, 32)
         planes = shared_workspaces.kernel_workspace(500, 0)
     streamk.handover(11)
-    assert memsets == [(streamk.ptr, 0, 128, 11)] and streamk.block.last is streamk
+    assert memsets == [(streamk.ptr, 0, 128, 11)] and streamk.block.last == streamk.number
     planes.handover(11)  # split-K planes are written before they are read: nothing to clear
-    assert len(memsets) == 1 and planes.block.last is planes
+    assert len(memsets) == 1 and planes.block.last == planes.number != streamk.number
 
 
-def test_a_capture_records_the_flags_clearing_on_a_workspace_of_the_executors_own(pool, memsets):
+def test_a_kernel_block_goes_with_its_last_executor_without_the_cyclic_collector(pool, memsets):
+    # block.last names the workspace by number: holding the workspace itself made a cycle, and the
+    # block (possibly GBs of split-K planes) waited for the cyclic collector (session 38's review)
+    import gc
+
+    gc.disable()
+    try:
+        with launches.launching_on(11):
+            w = shared_workspaces.kernel_workspace(1000, 32)
+        w.handover(11)
+        del w
+        assert (11, threading.get_ident()) not in shared_workspaces._kernel_blocks
+    finally:
+        gc.enable()
+
+
+def test_a_capture_records_the_flags_clearing_on_a_workspace_of_the_executors_own(pool, memsets, monkeypatch):
     import ctypes
 
+    from gemmlab.cuda import launch_graph
+
+    monkeypatch.setattr(launch_graph, "_captured", {})
     with launches.launching_on(11):
         w = shared_workspaces.kernel_workspace(1000, 32)
     slots = [ctypes.c_uint64(), ctypes.c_uint64()]
@@ -247,6 +266,8 @@ def test_a_capture_records_the_flags_clearing_on_a_workspace_of_the_executors_ow
         assert [s.value for s in slots] == [0xA000, 0xA000]
     assert [s.value for s in slots] == [w.ptr, w.ptr] and w.block.last is None  # the block untouched
     assert memsets == [(0xA000, 0, 128, 11)] and memsets.made == [(4000, "a captured kernel's workspace")]
+    # the user's graph holds the executor's own workspace: that is pinned, not the shared block
+    assert list(launch_graph._captured.values()) == [w._private]
     with pytest.raises(RuntimeError), w.captured(11):  # a refused launch: the slots restored all the same
         raise RuntimeError("launch refused")
     assert [s.value for s in slots] == [w.ptr, w.ptr] and len(memsets.made) == 1  # made once

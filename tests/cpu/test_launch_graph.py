@@ -352,7 +352,7 @@ class FakeScratch:
     def __init__(self, drv):
         from contextlib import contextmanager
 
-        self.drv, self.block, self.log = drv, type("Block", (), {"last": None})(), []
+        self.drv, self.block, self.log, self.number = drv, type("Block", (), {"last": None})(), [], 7
 
         @contextmanager
         def captured(stream):
@@ -364,7 +364,7 @@ class FakeScratch:
 
     def handover(self, stream):
         self.log.append(("handover", stream, len(self.drv.launched) + len(self.drv.direct)))
-        self.block.last = self
+        self.block.last = self.number
 
 
 def test_a_shared_workspace_is_handed_over_before_a_launch_only_when_another_used_it(fake):
@@ -374,7 +374,7 @@ def test_a_shared_workspace_is_handed_over_before_a_launch_only_when_another_use
     g.launch(42, "k")
     g.launch(42, "k")  # still this executor's: no clearing
     assert scratch.log == [("handover", 42, 0)] and len(drv.launched) == 2
-    scratch.block.last = object()  # another executor of the stream launched on it meanwhile
+    scratch.block.last = 8  # another executor of the stream launched on it meanwhile
     g.launch(42, "k2")
     assert scratch.log[-1] == ("handover", 42, 2) and len(drv.launched) == 3  # before the launch
 
@@ -387,7 +387,8 @@ def test_a_capture_runs_the_launches_on_the_executors_own_workspace_with_no_hand
     drv.capturing.add(42)
     g.launch(42, "k")
     assert scratch.log == [("captured", 42), ("restored", 2)] and drv.direct == [(11, 42), (12, 42)]
-    assert launch_graph.captured_count() == 1 and scratch.block.last is None
+    # not this object (it holds the shared block): the workspace captured() gives, which it pins
+    assert launch_graph.captured_count() == 0 and scratch.block.last is None
 
 
 def test_a_graph_turned_off_still_hands_the_workspace_over_before_direct_launches(fake):

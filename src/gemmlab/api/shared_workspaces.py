@@ -37,6 +37,7 @@ race with every call still made on the recording stream, the case of a warm-up o
 captured (CuPy's usual way, or torch.cuda.graph(stream=s) after a warm-up on s)."""
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from contextlib import contextmanager
@@ -53,8 +54,9 @@ KERNEL_BLOCK_MOST = 64 << 20  # growth past this is to the need exactly (split-K
 
 
 class SharedBlock:
-    """One stream's workspace: the CuPy buffer, its pointer and size, and (kernels') the workspace
-    whose launch used it last; the executors hold it."""
+    """One stream's workspace: the CuPy buffer, its pointer and size, and (kernels') the number of
+    the workspace whose launch used it last (a number, not the workspace: the workspace holds the
+    block, and a cycle would keep both until the cyclic collector ran); the executors hold it."""
 
     __slots__ = ("buffer", "ptr", "nbytes", "last", "__weakref__")
 
@@ -86,17 +88,42 @@ def library_workspace(nbytes: int) -> tuple[int, object]:
     return block.ptr, block
 
 
+_numbers = itertools.count(1)
+_runtime = []  # CuPy's runtime module, imported at the first memset (importing gemmlab needs no GPU)
+
+
+def _memset_zero(ptr: int, nbytes: int, stream: int) -> None:
+    if not _runtime:
+        from cupy_backends.cuda.api import runtime
+
+        _runtime.append(runtime)
+    _runtime[0].memsetAsync(ptr, 0, nbytes, stream)
+
+
+class PrivateWorkspace:
+    """The memory a user's captured graph records in place of a shared block: device_alloc's, freed
+    when dropped (never, once pinned: launch_graph's pin_captured)."""
+
+    def __init__(self, nbytes: int):
+        from ..cuda.launcher import device_alloc, device_free
+
+        self.ptr, context = device_alloc(nbytes, "a captured kernel's workspace")
+        weakref.finalize(self, device_free, self.ptr, context).atexit = False
+
+
 class KernelWorkspace:
     """A kernel executor's workspace: `ptr`, given to its launches in `slots` (bind), and `owner`,
     what keeps the memory. Shared (`block` set): its thread's block for the stream, cleared where
     needed by `handover` and replaced under a capture by `captured`; cuda/launch_graph.py's
-    LaunchGraph calls both (its `scratch`). Else the executor's own, zeroed when made."""
+    LaunchGraph calls both (its `scratch`), comparing block.last with `number`. Else the
+    executor's own, zeroed when made."""
 
     def __init__(self, ptr: int, owner, block: SharedBlock | None, nbytes: int, flag_bytes: int):
         self.ptr, self.owner, self.block = ptr, owner, block
         self.nbytes, self.flag_bytes = nbytes, flag_bytes
+        self.number = next(_numbers)  # what block.last holds after this workspace's launch
         self.slots: tuple = ()
-        self._private = None  # (pointer, context) of the workspace captures record, made at the first
+        self._private: PrivateWorkspace | None = None  # what captures record, made at the first
 
     def bind(self, slots) -> None:
         """The argument slots that hold the workspace pointer (the kernel's, split-K's sum's)."""
@@ -106,30 +133,27 @@ class KernelWorkspace:
 
     def handover(self, stream: int) -> None:
         """Before a launch outside a capture, when another workspace's launch used the block since
-        (block.last is not self): this one's flags cleared on the stream, ahead of the launch, and
+        (block.last != number): this one's flags cleared on the stream, ahead of the launch, and
         the block marked as this one's. The flags of the last launch were left zero by its kernel."""
         if self.flag_bytes:
-            from cupy_backends.cuda.api import runtime
-
-            runtime.memsetAsync(self.ptr, 0, self.flag_bytes, stream)
-        self.block.last = self
+            _memset_zero(self.ptr, self.flag_bytes, stream)
+        self.block.last = self.number
 
     @contextmanager
     def captured(self, stream: int):
         """The launches in the block, being recorded by a user's capture, given a workspace of this
-        executor's own (made at the first capture: device_alloc, relaxed mode; launch_graph's pin
-        keeps it for good), its flags' clearing recorded ahead of them, so that every replay of
-        the graph starts from zero flags wherever it runs."""
+        executor's own (made at the first capture: device_alloc, relaxed mode), its flags'
+        clearing recorded ahead of them, so that every replay of the graph starts from zero flags
+        wherever it runs. That workspace is pinned for good (launch_graph.pin_captured), not the
+        shared block: the user's graph holds only the former, and the latter may be large."""
+        from ..cuda.launch_graph import pin_captured
+
         if self._private is None:
-            from ..cuda.launcher import device_alloc, device_free
-
-            self._private = device_alloc(self.nbytes, "a captured kernel's workspace")
-            weakref.finalize(self, device_free, *self._private).atexit = False
-        ptr = self._private[0]
+            self._private = PrivateWorkspace(self.nbytes)
+        pin_captured(self._private)
+        ptr = self._private.ptr
         if self.flag_bytes:
-            from cupy_backends.cuda.api import runtime
-
-            runtime.memsetAsync(ptr, 0, self.flag_bytes, stream)
+            _memset_zero(ptr, self.flag_bytes, stream)
         for slot in self.slots:
             slot.value = ptr
         try:

@@ -40,7 +40,8 @@ The rules:
   bounded caches or a use_tuning would drop the executor and return those buffers to the pool.
   So whatever was captured is kept for the life of the process. A workspace the executor shares
   with the stream's others (`scratch`) is not what the user's graph records: the launches it
-  captures run on one of the executor's own (api/shared_workspaces.py).
+  captures run on one of the executor's own, and that is what is pinned
+  (api/shared_workspaces.py), not the shared block, which may be large.
 - Up to STREAMS_KEPT streams keep an instantiation; past that the least recently launched one is
   dropped (a program cycling through more streams than that pays an instantiation per change of
   stream; one that keeps returning to a few keeps theirs).
@@ -135,8 +136,9 @@ class LaunchGraph:
         self.launches = tuple(launches)
         self.keep = keep  # the buffers the launches use (pinned with the graph under a capture)
         # a workspace shared with other executors of the stream (api/shared_workspaces.py's
-        # KernelWorkspace): handover(stream) before a launch when another used it since (.block.last),
-        # captured(stream) around the launches a user's capture records
+        # KernelWorkspace): handover(stream) before a launch when another used it since
+        # (.block.last != .number); captured(stream) around the launches a user's capture records,
+        # which pins the workspace it gives them in place of this object (and the shared block)
         self.scratch = scratch
         self.enabled = True
         self.disabled_reason = ""
@@ -166,7 +168,7 @@ class LaunchGraph:
                 capturing = True
             if not capturing:
                 scratch = self.scratch
-                if scratch is not None and scratch.block.last is not scratch:
+                if scratch is not None and scratch.block.last != scratch.number:
                     scratch.handover(stream)
                 exe, last, handle = entry
                 if last != key:
@@ -188,13 +190,13 @@ class LaunchGraph:
             self._bind()
         scratch = self.scratch
         if entry is not None or self._capturing(stream):  # an entry reaching here is captured
-            pin_captured(self)
-            if scratch is not None:  # the user's graph gets a workspace of the executor's own
+            if scratch is not None:  # the user's graph gets (and pins) a workspace of the executor's own
                 with scratch.captured(stream):
                     for launch in self.launches:
                         launch.launch(stream)
                 return
-        elif scratch is not None and scratch.block.last is not scratch:
+            pin_captured(self)
+        elif scratch is not None and scratch.block.last != scratch.number:
             scratch.handover(stream)
         for launch in self.launches:
             launch.launch(stream)
