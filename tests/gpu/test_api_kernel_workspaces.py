@@ -81,7 +81,7 @@ def test_a_users_capture_records_a_workspace_of_its_own_and_replays_beside_the_s
         run(STREAMK_SMALL, stream.ptr)
         graph = stream.end_capture()
     scratch = recorded.graph.scratch
-    assert scratch._private is not None and scratch._private[0] != scratch.ptr
+    assert scratch._private is not None and scratch._private.ptr != scratch.ptr
     assert all(slot.value == scratch.ptr for slot in scratch.slots), "the shared block again after the capture"
     outs[STREAMK_SMALL].fill(np.nan)
     cp.cuda.runtime.deviceSynchronize()
