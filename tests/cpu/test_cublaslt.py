@@ -8,7 +8,7 @@ import ctypes
 import pytest
 
 from gemmlab.api import dispatch, executors, shared_workspaces
-from gemmlab.cuda import cublas, cublaslt
+from gemmlab.cuda import cublas, cublaslt, launcher
 from gemmlab.errors import LaunchError
 from gemmlab.problem import GemmProblem
 
@@ -200,7 +200,7 @@ def test_a_workspace_from_allocate_is_held_then_handed_back_by_dropping_its_owne
     class Block:  # stands in for a CuPy array from the call stream's pool
         ptr = 0x7000
 
-    monkeypatch.setattr(cublaslt, "device_free", lambda *a: pytest.fail("cuMemFree called: it waits for the whole device"))
+    monkeypatch.setattr(launcher, "device_free", lambda *a: pytest.fail("cuMemFree called: it waits for the whole device"))
     owned, made = [], [Block()]
     alive = weakref.ref(made[0])
     got = cublaslt._allocate(4096, owned, lambda n: (made[0].ptr, made.pop()))  # handed over, none kept here

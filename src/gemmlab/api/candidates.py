@@ -55,7 +55,6 @@ def round_fill(op_name: str, problem):
     from .. import registry
 
     problems: dict = {}  # shape -> the problem with those dimensions, made once per decision
-    givens: dict = {}  # id(params) -> (params, its items sorted): once per decision, not at each shape
 
     def fill(name: str, params: Mapping[str, int], shape: tuple) -> float | None:
         try:
@@ -65,10 +64,7 @@ def round_fill(op_name: str, problem):
             at = problems.get(shape)
             if at is None:
                 at = problems[shape] = replace(problem, M=shape[0], N=shape[1], K=shape[2])
-            held = givens.get(id(params))
-            if held is None or held[0] is not params:  # held here, so its id is no other's meanwhile
-                held = givens[id(params)] = (params, tuple(sorted(params.items())))
-            given = held[1]
+            given = tuple(sorted(params.items()))
             key = (op_name, name, given, at)
             known = _fills.get(key)
             if known is not None and known[0] is spec:  # a spec registered again is asked again

@@ -19,8 +19,8 @@ stream capture:
   padded copies or B transposed) through the op's runner - correct, not fast.
 Executors own their buffers, except the GEMMs' workspaces (cuBLASLt's, split-K's and stream-K's),
 which the executors built for one stream share (api/shared_workspaces.py: their calls run in that
-stream's order); one executor runs one call at a time. The API keeps them per thread, and an executor with a workspace
-(owns_workspace) per stream too, so two streams never race on one workspace.
+stream's order); one executor runs one call at a time. The API keeps them per thread, and an
+executor with a workspace (owns_workspace) per stream too, so two streams never race on one.
 """
 from __future__ import annotations
 

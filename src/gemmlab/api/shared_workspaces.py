@@ -100,17 +100,6 @@ def _memset_zero(ptr: int, nbytes: int, stream: int) -> None:
     _runtime[0].memsetAsync(ptr, 0, nbytes, stream)
 
 
-class PrivateWorkspace:
-    """The memory a user's captured graph records in place of a shared block: device_alloc's, freed
-    when dropped (never, once pinned: launch_graph's pin_captured)."""
-
-    def __init__(self, nbytes: int):
-        from ..cuda.launcher import device_alloc, device_free
-
-        self.ptr, context = device_alloc(nbytes, "a captured kernel's workspace")
-        weakref.finalize(self, device_free, self.ptr, context).atexit = False
-
-
 class KernelWorkspace:
     """A kernel executor's workspace: `ptr`, given to its launches in `slots` (bind), and `owner`,
     what keeps the memory. Shared (`block` set): its thread's block for the stream, cleared where
@@ -123,7 +112,7 @@ class KernelWorkspace:
         self.nbytes, self.flag_bytes = nbytes, flag_bytes
         self.number = next(_numbers)  # what block.last holds after this workspace's launch
         self.slots: tuple = ()
-        self._private: PrivateWorkspace | None = None  # what captures record, made at the first
+        self._private = None  # the DeviceMemory captures record, made at the first
 
     def bind(self, slots) -> None:
         """The argument slots that hold the workspace pointer (the kernel's, split-K's sum's)."""
@@ -142,14 +131,15 @@ class KernelWorkspace:
     @contextmanager
     def captured(self, stream: int):
         """The launches in the block, being recorded by a user's capture, given a workspace of this
-        executor's own (made at the first capture: device_alloc, relaxed mode), its flags'
+        executor's own (made at the first capture: DeviceMemory, relaxed mode), its flags'
         clearing recorded ahead of them, so that every replay of the graph starts from zero flags
         wherever it runs. That workspace is pinned for good (launch_graph.pin_captured), not the
         shared block: the user's graph holds only the former, and the latter may be large."""
         from ..cuda.launch_graph import pin_captured
+        from ..cuda.launcher import DeviceMemory
 
         if self._private is None:
-            self._private = PrivateWorkspace(self.nbytes)
+            self._private = DeviceMemory(self.nbytes, "a captured kernel's workspace")
         pin_captured(self._private)
         ptr = self._private.ptr
         if self.flag_bytes:

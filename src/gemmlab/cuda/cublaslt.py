@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from ..errors import LaunchError
 from .cublas import WORKSPACE_BYTES, load_library
-from .launcher import device_alloc, device_free, relaxed_capture
+from .launcher import DeviceMemory, relaxed_capture
 
 # library_types.h: cudaDataType_t
 CUDA_R_32F = 0
@@ -287,9 +287,9 @@ def _allocate(nbytes: int, owned: list, allocate=None) -> int:
             raise LaunchError(f"could not allocate cuBLASLt's workspace of {nbytes} bytes ({exc})") from None
         owned.append(("owner", owner))  # dropped by the finalizer, no call made
         return ptr
-    ptr, context = device_alloc(nbytes, "cuBLASLt's workspace")
-    owned.append(("workspace", ptr, context))
-    return ptr
+    memory = DeviceMemory(nbytes, "cuBLASLt's workspace")
+    owned.append(("owner", memory))
+    return memory.ptr
 
 
 def _release(lib, owned: list) -> None:
@@ -300,9 +300,7 @@ def _release(lib, owned: list) -> None:
     while owned:
         entry = owned.pop()
         try:
-            if entry[0] == "workspace":
-                device_free(entry[1], entry[2])
-            elif entry[0] != "owner":  # an owner's memory goes back with it, popped here
+            if entry[0] != "owner":  # an owner's memory goes back with it, popped here
                 getattr(lib, entry[0])(entry[1])
         except Exception:  # a finalizer must not raise; a leak is the lesser harm
             pass

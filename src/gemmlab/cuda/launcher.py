@@ -18,7 +18,9 @@ aligned slots that the kernel receives by value.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
+import weakref
 from contextlib import contextmanager
 from typing import Sequence
 
@@ -167,6 +169,27 @@ def device_free(ptr: int, context: int) -> None:
     with relaxed_capture():
         ensure_context(context)
         driver().cuMemFree_v2(ctypes.c_uint64(ptr))
+
+
+class DeviceMemory:
+    """`nbytes` of device memory of the holder's own (device_alloc), at `ptr`, freed when this object
+    goes (not at interpreter exit: the process's end frees everything): cuBLASLt's workspace where
+    no `allocate` is given, and the workspaces a user's capture records (cuda/cublaslt.py,
+    api/shared_workspaces.py)."""
+
+    def __init__(self, nbytes: int, what: str):
+        self.ptr, context = device_alloc(nbytes, what)
+        weakref.finalize(self, _free_quietly, self.ptr, context).atexit = False
+
+
+def _free_quietly(ptr: int, context: int) -> None:
+    if sys.is_finalizing():  # the driver's bindings may be gone; the process frees everything
+        return
+    try:  # a finalizer must not raise; a leak is the lesser harm
+        device_free(ptr, context)
+    except Exception:
+        pass
+
 
 # argument kinds of a kernel signature -> ctypes slot types
 _SLOT_TYPES = {"i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float, "ptr": ctypes.c_uint64}
