@@ -307,3 +307,42 @@ def test_a_call_on_a_capturing_stream_goes_through_captured_call_where_the_call_
     drv.capturing = 0
     g(2.0, 1, 2, 0.0, 3, 42)
     assert rec.calls == [("captured", 42), (2.0, 1, 2, 0.0, 3, 42)]
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    """A fresh count of live graphs, and the limit set by the test."""
+    monkeypatch.setattr(graph_replay, "_live", [0])
+    return lambda limit: monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", limit)
+
+
+def test_past_the_graph_limit_a_capture_is_refused_and_the_call_made_directly(fake, budget):
+    # a graph costs device memory the driver keeps (676 KiB, H100): the process holds at most the
+    # limit, and makes no room by evicting (a cycling program would capture and evict for ever)
+    drv, rec = fake(), Recorder()
+    budget(2)
+    first, second, third = (GraphReplay(rec, capture_after=1) for _ in range(3))
+    for g in (first, second, third):
+        g(1.0, 1, 2, 0.0, 3, 42)
+        g(1.0, 1, 2, 0.0, 3, 42)
+    assert graph_replay.live_graphs() == 2 and (first.replays, second.replays, third.replays) == (1, 1, 0)
+    assert third.refused == 1 and third.enabled and rec.calls[-1][-1] == 42  # made directly, not turned off
+    first.__dict__["_finalizer"]()  # the first one's graphs freed (as when its executor goes)
+    assert graph_replay.live_graphs() == 1
+    third(1.0, 1, 2, 0.0, 3, 42)  # asked again at its next repeat: there is room now
+    assert third.replays == 1 and graph_replay.live_graphs() == 2
+
+
+def test_the_live_count_follows_graphs_replaced_and_captures_that_failed(fake, budget):
+    drv, rec = fake(), Recorder()
+    budget(100)
+    g = GraphReplay(rec, capture_after=1)
+    for c in range(KEPT + 2):  # two replaced by newer ones
+        g(1.0, 1, 2, 0.0, c, 42)
+        g(1.0, 1, 2, 0.0, c, 42)
+    assert graph_replay.live_graphs() == KEPT == len(g._execs)
+    broken = GraphReplay(Recorder(), capture_after=1)
+    fake("instantiate")
+    broken(1.0, 1, 2, 0.0, 3, 42)
+    broken(1.0, 1, 2, 0.0, 3, 42)
+    assert not broken.enabled and graph_replay.live_graphs() == KEPT  # its place went back

@@ -118,3 +118,33 @@ def test_alpha_minus_zero_keeps_its_sign_through_graphs(op, impl):
         assert direct["-0.0"].all() and not direct["0.0"].any()
     for alpha in (0.0, 0.0, -0.0, -0.0, 0.0, -0.0):  # repeats: captured, replayed, updated
         assert torch.equal(signs(alpha), direct[str(alpha)]), alpha
+
+
+def test_past_the_graph_limit_calls_run_directly_and_stay_exact(monkeypatch):
+    """At most GRAPHS_LIMIT graphs live in the process (a graph costs device memory the driver
+    keeps: 676 KiB, H100, session 38): past it a repeat is made directly, not captured, and is as
+    exact; once a graph is freed the next repeat captures again."""
+    from gemmlab.cuda import graph_replay
+
+    monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", graph_replay.live_graphs() + 1)
+    M, N, K = 300, 200, 100
+    first, second = (GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K), capture_after=1) for _ in range(2))
+    a, b = rand(M, K, seed=6), rand(K, N, seed=7)
+    ref = a.double() @ b.double()
+    for gemm in (first, second):
+        c = torch.full((M, N), float("nan"), device="cuda")
+        for _ in range(3):
+            c.fill_(float("nan"))
+            _call(gemm, a, b, c, 1.0, 0.0)
+            torch.cuda.synchronize()
+            assert rel_err(c, ref) < 1e-5
+    assert (first.replays, second.replays) == (2, 0) and second.refused == 2 and second.enabled
+    del first
+    import gc
+
+    gc.collect()
+    c = torch.full((M, N), float("nan"), device="cuda")
+    _call(second, a, b, c, 1.0, 0.0)
+    _call(second, a, b, c, 1.0, 0.0)  # a repeat: captured now, replayed
+    torch.cuda.synchronize()
+    assert second.replays >= 1 and rel_err(c, ref) < 1e-5

@@ -30,10 +30,18 @@ The rules:
   user's graph holds its workspace.
 - Any driver error while capturing turns replay off for this call object for good: it then
   behaves exactly as the plain call.
+- At most GRAPHS_LIMIT graphs live in the process. Past it a capture is refused, not made room
+  for: the call is made directly, and asked again at its next repeat. A graph costs device memory,
+  676 KiB for a cuBLASLt bf16 GEMM 4096 wide (H100, session 38), which the driver keeps for later
+  graphs even when the graph is freed; 512 executors of a thread with four graphs each held 1.35
+  GB. Evicting a graph to make room would thrash a program that cycles through more shapes than
+  the limit (each shape captured, 120-800 us, then evicted before it came again), and would free
+  a graph another thread may be launching (a plan's).
 """
 from __future__ import annotations
 
 import ctypes
+import threading
 import weakref
 from collections import OrderedDict
 from typing import Callable
@@ -46,6 +54,28 @@ CU_STREAM_NON_BLOCKING = 1
 CU_STREAM_CAPTURE_STATUS_NONE = 0
 KEPT = 4  # argument sets with a graph each: a plan alternating between a few outputs replays all
 CAPTURE_AFTER = 2  # direct calls with the same arguments before they are captured (the rules above)
+GRAPHS_LIMIT = 2048  # graphs alive in the process: a thread's 512 executors with KEPT each (the rules above)
+_live = [0]  # graphs alive now
+_live_lock = threading.Lock()
+
+
+def _admit() -> bool:
+    """Count one more graph in, unless GRAPHS_LIMIT are alive."""
+    with _live_lock:
+        if _live[0] >= GRAPHS_LIMIT:
+            return False
+        _live[0] += 1
+        return True
+
+
+def _release(count: int) -> None:
+    with _live_lock:
+        _live[0] -= count
+
+
+def live_graphs() -> int:
+    """How many captured graphs are alive in the process (the tests and diagnostics read it)."""
+    return _live[0]
 
 
 def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
@@ -55,6 +85,7 @@ def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
     lib = libs[0]
     for exe, _ in execs.values():
         lib.cuGraphExecDestroy(exe)
+    _release(len(execs))
     execs.clear()
     if private:
         lib.cuStreamDestroy_v2(private.pop())
@@ -69,6 +100,7 @@ class GraphReplay:
         self.call = call
         self.capture_after = CAPTURE_AFTER if capture_after is None else capture_after
         self.replays = 0
+        self.refused = 0  # captures refused at GRAPHS_LIMIT (those calls were made directly)
         self.enabled = True
         self.disabled_reason = ""
         self._execs: OrderedDict = OrderedDict()  # arguments -> (graph exec, the exec as an int)
@@ -150,8 +182,16 @@ class GraphReplay:
         """(graph exec, its handle) of one call with these arguments (kept under `key`), or None with
         replay turned off. In relaxed capture mode: another stream's capture in global mode
         (torch.cuda.graph's default) would otherwise fail on the instantiation as an unsafe call."""
-        with relaxed_capture(self._libs[0]):
-            entry = self._capture_relaxed(key, alpha, a, b, beta, c)
+        if not _admit():
+            self.refused += 1
+            return None
+        entry = None
+        try:
+            with relaxed_capture(self._libs[0]):
+                entry = self._capture_relaxed(key, alpha, a, b, beta, c)
+        finally:
+            if entry is None:  # nothing kept: the place goes back
+                _release(1)
         if entry is not None:
             self._hot, self._hot_key = entry, key
         return entry
@@ -187,6 +227,7 @@ class GraphReplay:
         if len(self._execs) >= KEPT:
             _, (old, _) = self._execs.popitem(last=False)
             lib.cuGraphExecDestroy(old)
+            _release(1)
         entry = self._execs[key] = (exe, exe.value)
         return entry
 
