@@ -124,8 +124,11 @@ def test_past_the_graph_limit_calls_run_directly_and_stay_exact(monkeypatch):
     """At most GRAPHS_LIMIT graphs live in the process (a graph costs device memory the driver
     keeps: 676 KiB, H100, session 38): past it a repeat is made directly, not captured, and is as
     exact; once a graph is freed the next repeat captures again."""
+    import gc
+
     from gemmlab.cuda import graph_replay
 
+    gc.collect()  # earlier tests' graphs freed now, not in the middle (that would free a place)
     monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", graph_replay.live_graphs() + 1)
     M, N, K = 300, 200, 100
     first, second = (GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K), capture_after=1) for _ in range(2))
@@ -140,8 +143,6 @@ def test_past_the_graph_limit_calls_run_directly_and_stay_exact(monkeypatch):
             assert rel_err(c, ref) < 1e-5
     assert (first.replays, second.replays) == (2, 0) and second.refused == 2 and second.enabled
     del first
-    import gc
-
     gc.collect()
     c = torch.full((M, N), float("nan"), device="cuda")
     _call(second, a, b, c, 1.0, 0.0)
