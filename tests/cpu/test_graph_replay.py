@@ -319,7 +319,8 @@ def budget(monkeypatch):
 def test_past_the_graph_limit_a_capture_is_refused_and_the_call_made_directly(fake, budget):
     # a graph costs device memory the driver keeps (676 KiB, H100): the process holds at most the
     # limit, and makes no room by evicting (a cycling program would capture and evict for ever)
-    drv, rec = fake(), Recorder()
+    fake()
+    rec = Recorder()
     budget(2)
     first, second, third = (GraphReplay(rec, capture_after=1) for _ in range(3))
     for g in (first, second, third):
@@ -334,7 +335,8 @@ def test_past_the_graph_limit_a_capture_is_refused_and_the_call_made_directly(fa
 
 
 def test_the_live_count_follows_graphs_replaced_and_captures_that_failed(fake, budget):
-    drv, rec = fake(), Recorder()
+    fake()
+    rec = Recorder()
     budget(100)
     g = GraphReplay(rec, capture_after=1)
     for c in range(KEPT + 2):  # two replaced by newer ones
@@ -346,3 +348,20 @@ def test_the_live_count_follows_graphs_replaced_and_captures_that_failed(fake, b
     broken(1.0, 1, 2, 0.0, 3, 42)
     broken(1.0, 1, 2, 0.0, 3, 42)
     assert not broken.enabled and graph_replay.live_graphs() == KEPT  # its place went back
+
+
+def test_an_unbounded_replay_a_plans_is_counted_but_never_refused(fake, budget):
+    # a plan is kept on purpose for its cost per call: the limit is on what plain calls keep
+    fake()
+    rec = Recorder()
+    budget(1)
+    plain, plan = GraphReplay(rec, capture_after=1), GraphReplay(rec, capture_after=1)
+    plan.bounded = False
+    for g in (plain, plan, plan):
+        g(1.0, 1, 2, 0.0, 3, 42)
+        g(1.0, 1, 2, 0.0, 3, 42)
+    assert (plain.replays, plan.replays, plan.refused) == (1, 3, 0) and graph_replay.live_graphs() == 2
+    late = GraphReplay(rec, capture_after=1)
+    late(1.0, 1, 2, 0.0, 3, 42)
+    late(1.0, 1, 2, 0.0, 3, 42)
+    assert late.refused == 1 and late.replays == 0  # past the limit, plans' graphs included

@@ -149,3 +149,35 @@ def test_past_the_graph_limit_calls_run_directly_and_stay_exact(monkeypatch):
     _call(second, a, b, c, 1.0, 0.0)  # a repeat: captured now, replayed
     torch.cuda.synchronize()
     assert second.replays >= 1 and rel_err(c, ref) < 1e-5
+
+
+def test_a_plan_replays_past_the_graph_limit_and_a_plain_call_does_not(monkeypatch):
+    """The limit bounds the graphs plain calls keep on their own; a plan, kept on purpose for its
+    cost per call, still replays (counted, never refused)."""
+    import gc
+
+    from gemmlab.cuda import graph_replay
+
+    gc.collect()
+    monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", graph_replay.live_graphs())  # no room left
+    M, N, K = 520, 330, 270  # a shape no other test here calls plainly (a fresh executor)
+    a, b = rand(M, K, seed=30), rand(K, N, seed=31)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    plan = gemmlab.Matmul(a, b, c, impl="cublas")
+    for _ in range(4):
+        c.fill_(float("nan"))
+        plan.execute()
+        torch.cuda.synchronize()
+        assert rel_err(c, a.double() @ b.double()) < 1e-5
+    assert plan._executor.call.replays == 4 - CAPTURE_AFTER and plan._executor.call.refused == 0
+    d = torch.full((M, N), float("nan"), device="cuda")
+    for _ in range(4):
+        d.fill_(float("nan"))
+        gemmlab.sgemm(a, b, d, impl="cublas")
+        torch.cuda.synchronize()
+        assert rel_err(d, a.double() @ b.double()) < 1e-5
+    from gemmlab.api import core
+
+    plain = [ex for ex in core._thread.executors.values() if getattr(ex, "path", "") == "library"
+             and getattr(ex.call, "refused", 0)]
+    assert plain, "the plain call's executor was not refused a graph past the limit"

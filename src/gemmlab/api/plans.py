@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..cuda.graph_replay import GraphReplay
 from ..errors import BadArgumentError
 from . import checks, core, dispatch, streams, tuning
 from .operands import ALIGN, Operand, current_stream_reader, new_output, read, shape_text, transposed
@@ -31,6 +32,14 @@ def _dense(op: Operand, what: str) -> Operand:
         raise BadArgumentError(f"{what} must be contiguous and 16-byte aligned for a plan "
                                f"(pass a contiguous copy once, e.g. {what}.contiguous())")
     return op
+
+
+def _unbounded_replay(executor) -> None:
+    """A plan's cuBLAS replay keeps its graphs past graph_replay.GRAPHS_LIMIT, which bounds what
+    plain calls keep on their own: a plan is kept on purpose, for its cost per call."""
+    replay = getattr(executor, "call", None)
+    if isinstance(replay, GraphReplay):
+        replay.bounded = False
 
 
 def _named_streams(*ops: Operand) -> tuple[int, ...]:
@@ -113,6 +122,7 @@ class Matmul(_Plan):
         self._current = current_stream_reader(a)
         self._tuning = tuning.describe()  # what the choice was made with: a later use_tuning leaves a plan as it is
         self._executor = core.new_executor(op, dtype, dims, impl, params, layout, c.dtype)
+        _unbounded_replay(self._executor)
         if not self._executor.fast and any(layout):
             raise BadArgumentError(f"{self._executor.why}; a plan never copies: pass contiguous operands instead")
         self._text = (f"{shape_text(dims[:3])}{f' x{dims[3]} batches' if op == 'bgemm' else ''} {dtype}"

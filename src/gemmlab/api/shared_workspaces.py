@@ -3,7 +3,7 @@ cuda/cublaslt.py's `allocate`) and gemmlab kernels' split-K planes, stream-K fla
 tiles (kernel_workspace). A plan's are its own.
 
 Why shared: each executor owned a workspace sized for its shape, and a program whose shapes
-change keeps up to 512 executors per thread (core.MAX_EXECUTORS).
+change keeps up to 2048 executors per thread (core.MAX_EXECUTORS; 512 until session 39).
 - cuBLASLt's heuristic asks for 2-29 MiB for 250 of 300 fp32 shapes x @ W.T (W 4096 x 4096, M up
   to 2048; bf16: 1.1 MiB at most, 0 for most; H200, session 37, `.scratch/s37_ws.py`).
 - fp32 x @ W (row-major, M changing) is decided for rung 14 with stream-K from M ~400 to 1200
