@@ -42,6 +42,8 @@ def _run(*args):
     (("scripts/changing_shapes.py", "--K", "0"), "--K and --N must be at least 1, not 0 and 4096"),
     (("scripts/changing_shapes.py", "--layout", "tn"), "invalid choice: 'tn'"),
     (("scripts/changing_shapes.py", "fp64"), "invalid choice: 'fp64'"),
+    (("scripts/changing_shapes.py", "--cycle", "-1"), "--cycle, --executors and --graphs must be at least 0"),
+    (("scripts/changing_shapes.py", "--passes", "0"), "--passes at least 1"),
 ], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
 def test_bad_input_is_an_error_line_and_exit_2(args, message):
     r = _run(*args)

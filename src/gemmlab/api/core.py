@@ -38,10 +38,11 @@ class ThreadCache(dict):
 # all, so no thread keeps running what the database now named would change.
 _thread_caches: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 # Per thread: enough for every shape a program cycles through. 2048 since session 39: each costs
-# 23-68 KiB of host memory (H100, .scratch/s39_cap.py), and the cuBLAS replay's captured graphs,
-# which cost device memory, have a bound of their own (graph_replay.GRAPHS_LIMIT; the kernels'
-# graphs, cuda/launch_graph.py, have none and were not measured apart); at 512 a program cycling through
-# 2000 shapes rebuilt each at every call (bf16 x @ W: 813 us a call against torch.mm's 14).
+# 23-68 KiB of host memory (H100; scripts/changing_shapes.py --cycle), and the cuBLAS replay's
+# captured graphs, which cost device memory, have a bound of their own (graph_replay.GRAPHS_LIMIT;
+# the kernels' graphs, cuda/launch_graph.py, have none and were not measured apart). At 512 a
+# program cycling through 2000 shapes rebuilt each at every call (bf16 x @ W: 813 us a call
+# against torch.mm's 14).
 MAX_EXECUTORS = 2048
 
 
