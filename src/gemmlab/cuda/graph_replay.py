@@ -57,9 +57,10 @@ CU_STREAM_CAPTURE_STATUS_NONE = 0
 KEPT = 4  # argument sets with a graph each: a plan alternating between a few outputs replays all
 CAPTURE_AFTER = 2  # direct calls with the same arguments before they are captured (the rules above)
 # Graphs alive in the process (the rules above): about 340 MiB of device memory at 676 KiB each.
-# Past it calls run directly, which cost a few us more a call than a replay (H100, session 39:
-# 2000 bf16 shapes cycling, 39 us a call with 512 graphs live, against 233 us when the executors
-# were bounded at 512 and rebuilt; with 2048 graphs the same loop held 1318 MiB more).
+# Past it calls run directly: about 30 us of host time a call against a replay's 5-8 us, still far
+# below rebuilding (H100, session 39: 2000 bf16 shapes cycling, 39 us a call with 512 graphs live,
+# against 233 us when the executors were bounded at 512 and rebuilt; with 2048 graphs the same
+# loop held 1318 MiB more).
 GRAPHS_LIMIT = 512
 _live = [0]  # graphs alive now
 _live_lock = threading.Lock()
