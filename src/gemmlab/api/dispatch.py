@@ -261,7 +261,8 @@ def validate_tables(data: dict) -> list[str]:
 def _path_note(impl: str, library_call: str | None) -> str:
     if impl == "cublas":
         via = (f", one {library_call} per call, replayed from a CUDA graph when a call repeats the"
-               " operands and scalars of one of the last four (cuda/graph_replay.py)") if library_call else ""
+               " operands and scalars of one of the last four (cuda/graph_replay.py; a plain call's only"
+               " while the process holds fewer than graph_replay.GRAPHS_LIMIT such graphs)") if library_call else ""
         return f" (library path: cuBLAS called directly{via})"
     if impl == "cub":
         return " (library path)"
