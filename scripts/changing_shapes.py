@@ -86,7 +86,7 @@ def main() -> None:
     print(f"{args.dtype}, layout {args.layout}: x (M x {args.K}) @ {what} ({args.K} x {args.N}), M changing at every call;"
           f" bounds: {core.MAX_EXECUTORS} executors a thread, {graph_replay.GRAPHS_LIMIT} captured graphs")
     if args.cycle:
-        return cycle(args, ours, theirs, row, X, cupy, torch, core, graph_replay)
+        return cycle(args, ours, theirs, row)
     small, large = list(range(8, 408)), list(range(408, 1208))
     seen = len(set(small) | set(large)) + 3  # and the warm-up's
     bound = ("past" if seen > core.MAX_EXECUTORS else "within") + f" the {core.MAX_EXECUTORS}-executor bound"
@@ -104,9 +104,15 @@ def main() -> None:
           f"executors' workspaces); torch's allocator: {torch.cuda.memory_allocated() / 2**20:.0f} MiB")
 
 
-def cycle(args, ours, theirs, row, X, cupy, torch, core, graph_replay) -> None:
+def cycle(args, ours, theirs, row) -> None:
     """--cycle: args.cycle values of M called in turn, args.passes times; what the run added."""
     from collections import Counter
+
+    import cupy
+    import torch
+
+    from gemmlab.api import core
+    from gemmlab.cuda import graph_replay
 
     def rss_mib() -> float:
         with open("/proc/self/statm") as f:

@@ -147,7 +147,6 @@ def relaxed_capture(lib=None):
             lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
 
 
-
 def device_alloc(nbytes: int, what: str) -> tuple[int, int]:
     """(pointer, context) of `nbytes` of device memory of the caller's own: a cuMemAlloc in relaxed
     capture mode, so it may be made while a stream captures (memory a user's graph will hold).
