@@ -2,6 +2,8 @@
 for the capture check and the graph launch): what is captured when, what replays, what goes
 direct, and that a failed capture turns replay off without losing the call. The GPU half (real
 graphs, every replay against fp64) is tests/gpu/test_graph_replay.py."""
+import gc
+
 import pytest
 from cupy_backends.cuda.api import runtime
 
@@ -311,9 +313,12 @@ def test_a_call_on_a_capturing_stream_goes_through_captured_call_where_the_call_
 
 @pytest.fixture
 def budget(monkeypatch):
-    """A fresh count of live graphs, and the limit set by the test."""
+    """A fresh count of live graphs, and the limit set by the test; every place back at the end
+    (the test's replays gone, their graphs freed)."""
     monkeypatch.setattr(graph_replay, "_live", [0])
-    return lambda limit: monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", limit)
+    yield lambda limit: monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", limit)
+    gc.collect()
+    assert graph_replay.live_graphs() == 0
 
 
 def test_past_the_graph_limit_a_capture_is_refused_and_the_call_made_directly(fake, budget):
@@ -365,3 +370,36 @@ def test_an_unbounded_replay_a_plans_is_counted_but_never_refused(fake, budget):
     late(1.0, 1, 2, 0.0, 3, 42)
     late(1.0, 1, 2, 0.0, 3, 42)
     assert late.refused == 1 and late.replays == 0  # past the limit, plans' graphs included
+
+
+def test_a_replay_turned_off_frees_its_graphs_and_their_places(fake, budget):
+    # off for good, its graphs would never launch again yet hold places until the executor went
+    drv, rec = fake(), Recorder()
+    budget(100)
+    g = GraphReplay(rec, capture_after=1)
+    for c in (3, 4):
+        g(1.0, 1, 2, 0.0, c, 42)
+        g(1.0, 1, 2, 0.0, c, 42)
+    assert graph_replay.live_graphs() == 2 and g.replays == 2
+    drv.fail = "instantiate"
+    g(1.0, 1, 2, 0.0, 5, 42)
+    g(1.0, 1, 2, 0.0, 5, 42)  # the capture fails: replay off
+    assert not g.enabled and graph_replay.live_graphs() == 0 and sorted(drv.destroyed) == [101, 102]
+    g(1.0, 1, 2, 0.0, 3, 42)  # a graph's arguments again: made directly now
+    assert g.replays == 2 and rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 42)
+
+
+def test_replacing_a_replays_oldest_graph_needs_no_new_place(fake, budget):
+    # at KEPT graphs, a new argument set's graph takes the oldest one's place: the total is the same
+    drv, rec = fake(), Recorder()
+    budget(KEPT)
+    g = GraphReplay(rec, capture_after=1)
+    for c in range(KEPT + 1):
+        g(1.0, 1, 2, 0.0, c, 42)
+        g(1.0, 1, 2, 0.0, c, 42)
+    assert g.refused == 0 and g.replays == KEPT + 1 and graph_replay.live_graphs() == KEPT
+    assert drv.destroyed == [101]  # the oldest went
+    drv.fail = "end"
+    g(1.0, 1, 2, 0.0, 99, 42)
+    g(1.0, 1, 2, 0.0, 99, 42)  # a replacement whose capture failed: all freed, none counted twice
+    assert not g.enabled and graph_replay.live_graphs() == 0

@@ -170,6 +170,7 @@ def test_a_plan_replays_past_the_graph_limit_and_a_plain_call_does_not(monkeypat
         torch.cuda.synchronize()
         assert rel_err(c, a.double() @ b.double()) < 1e-5
     assert plan._executor.call.replays == 4 - CAPTURE_AFTER and plan._executor.call.refused == 0
+    assert graph_replay.live_graphs() > graph_replay.GRAPHS_LIMIT  # the plan's graph is counted
     d = torch.full((M, N), float("nan"), device="cuda")
     for _ in range(4):
         d.fill_(float("nan"))
@@ -178,6 +179,7 @@ def test_a_plan_replays_past_the_graph_limit_and_a_plain_call_does_not(monkeypat
         assert rel_err(d, a.double() @ b.double()) < 1e-5
     from gemmlab.api import core
 
-    plain = [ex for ex in core._thread.executors.values() if getattr(ex, "path", "") == "library"
-             and getattr(ex.call, "refused", 0)]
-    assert plain, "the plain call's executor was not refused a graph past the limit"
+    # this very call's executor (cached: the lookup builds nothing), not any other test's
+    ex = core.executor("sgemm", "fp32", (M, N, K), "cublas", None, torch.cuda.current_stream().cuda_stream)
+    assert ex.path == "library" and ex.call is not plan._executor.call
+    assert (ex.call.replays, ex.call.refused) == (0, 4 - CAPTURE_AFTER) and ex.call.enabled

@@ -85,17 +85,22 @@ def live_graphs() -> int:
     return _live[0]
 
 
-def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
-    """Free the graphs and the capture stream (nothing to do when nothing was ever captured)."""
-    if not libs:
-        return
-    lib = libs[0]
+def _free_graphs(execs: OrderedDict, lib) -> None:
+    """Free the graphs (one still running is freed by the driver when it completes) and give their
+    places back."""
     for exe, _ in execs.values():
         lib.cuGraphExecDestroy(exe)
     _release(len(execs))
     execs.clear()
+
+
+def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
+    """Free the graphs and the capture stream (nothing to do when nothing was ever captured)."""
+    if not libs:
+        return
+    _free_graphs(execs, libs[0])
     if private:
-        lib.cuStreamDestroy_v2(private.pop())
+        libs[0].cuStreamDestroy_v2(private.pop())
 
 
 class GraphReplay:
@@ -190,7 +195,8 @@ class GraphReplay:
         """(graph exec, its handle) of one call with these arguments (kept under `key`), or None with
         replay turned off. In relaxed capture mode: another stream's capture in global mode
         (torch.cuda.graph's default) would otherwise fail on the instantiation as an unsafe call."""
-        if not _admit(self.bounded):
+        replacing = len(self._execs) >= KEPT  # the new graph takes the oldest one's place
+        if not replacing and not _admit(self.bounded):
             self.refused += 1
             return None
         entry = None
@@ -198,7 +204,7 @@ class GraphReplay:
             with relaxed_capture(self._libs[0]):
                 entry = self._capture_relaxed(key, alpha, a, b, beta, c)
         finally:
-            if entry is None:  # nothing kept: the place goes back
+            if entry is None and not replacing:  # nothing kept: the place taken goes back
                 _release(1)
         if entry is not None:
             self._hot, self._hot_key = entry, key
@@ -232,15 +238,18 @@ class GraphReplay:
         lib.cuGraphDestroy(graph)
         if err:
             return self._off(f"cuGraphInstantiate: {error_name(err)}")
-        if len(self._execs) >= KEPT:
+        if len(self._execs) >= KEPT:  # its place passes to the new graph (_capture)
             _, (old, _) = self._execs.popitem(last=False)
             lib.cuGraphExecDestroy(old)
-            _release(1)
         entry = self._execs[key] = (exe, exe.value)
         return entry
 
     def _off(self, why: str):
+        """Replay off for good: the graphs kept so far would never launch again, so they are freed
+        and their places go back (they would hold GRAPHS_LIMIT's places until the executor went)."""
         self.enabled = False
         self._hot = self._hot_key = None
+        if self._libs:
+            _free_graphs(self._execs, self._libs[0])
         self.disabled_reason = why
         return None
