@@ -3,6 +3,7 @@ for the capture check and the graph launch): what is captured when, what replays
 direct, and that a failed capture turns replay off without losing the call. The GPU half (real
 graphs, every replay against fp64) is tests/gpu/test_graph_replay.py."""
 import gc
+import threading
 
 import pytest
 from cupy_backends.cuda.api import runtime
@@ -403,3 +404,75 @@ def test_replacing_a_replays_oldest_graph_needs_no_new_place(fake, budget):
     g(1.0, 1, 2, 0.0, 99, 42)
     g(1.0, 1, 2, 0.0, 99, 42)  # a replacement whose capture failed: all freed, none counted twice
     assert not g.enabled and graph_replay.live_graphs() == 0
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A clock the test moves, and a fresh per-thread record of the replays holding graphs."""
+    now = [100.0]
+    monkeypatch.setattr(graph_replay, "_now", lambda: now[0])
+    monkeypatch.setattr(graph_replay, "_threads", threading.local())
+    return now
+
+
+def _captured(rec, c):
+    g = GraphReplay(rec, capture_after=1)
+    g(1.0, 1, 2, 0.0, c, 42)
+    g(1.0, 1, 2, 0.0, c, 42)  # captured and replayed (when admitted)
+    return g
+
+
+def test_idle_graphs_of_the_thread_give_their_places_to_a_refused_capture(fake, budget, clock):
+    # a program that moved on to new shapes gets graphs for them once the old ones stay idle
+    drv, rec = fake(), Recorder()
+    budget(2)
+    busy, idle = _captured(rec, 1), _captured(rec, 2)
+    new = _captured(rec, 3)  # refused: the first look only notes what each replay had launched
+    assert new.refused == 1 and new.replays == 0 and graph_replay.live_graphs() == 2
+    clock[0] += 0.5
+    busy(1.0, 1, 2, 0.0, 1, 42)  # launched since the look
+    new(1.0, 1, 2, 0.0, 3, 42)  # refused: too soon to look again
+    assert new.refused == 2 and idle.reclaimed == 0
+    clock[0] += graph_replay.IDLE_SECONDS
+    new(1.0, 1, 2, 0.0, 3, 42)  # the idle replay's graph goes, the new call's takes its place
+    assert (idle.reclaimed, busy.reclaimed, new.replays) == (1, 0, 1) and graph_replay.live_graphs() == 2
+    assert drv.destroyed == [102] and not idle._execs and idle.enabled
+    busy(1.0, 1, 2, 0.0, 1, 42)
+    assert busy.replays == 3  # untouched
+    idle(1.0, 1, 2, 0.0, 2, 42)  # back: made directly (no room now), exact as ever
+    assert idle.refused == 1 and rec.calls[-1] == (1.0, 1, 2, 0.0, 2, 42)
+
+
+def test_graphs_launched_between_looks_are_kept_however_often_captures_are_refused(fake, budget, clock):
+    # a cycle through more shapes than the limit that comes round within IDLE_SECONDS frees nothing
+    fake()
+    rec = Recorder()
+    budget(3)
+    kept = [_captured(rec, c) for c in range(3)]
+    extra = [GraphReplay(rec, capture_after=1) for _ in range(3)]
+    for _ in range(6):
+        for g, c in zip(kept + extra, range(6)):
+            g(1.0, 1, 2, 0.0, c, 42)
+        clock[0] += graph_replay.IDLE_SECONDS  # a look at every round
+    assert sum(g.reclaimed for g in kept) == 0 and graph_replay.live_graphs() == 3
+    assert all(g.replays == 7 for g in kept) and all(g.replays == 0 and g.refused == 5 for g in extra)
+
+
+def test_a_plans_graphs_and_another_threads_are_never_freed_as_idle(fake, budget, clock):
+    fake()
+    rec = Recorder()
+    budget(2)
+    plan = GraphReplay(rec, capture_after=1)
+    plan.bounded = False
+    plan(1.0, 1, 2, 0.0, 1, 42)
+    plan(1.0, 1, 2, 0.0, 1, 42)
+    other = []
+    t = threading.Thread(target=lambda: other.append(_captured(rec, 2)))
+    t.start()
+    t.join()
+    assert graph_replay.live_graphs() == 2 and other[0].replays == 1
+    new = _captured(rec, 3)
+    for _ in range(3):
+        clock[0] += graph_replay.IDLE_SECONDS
+        new(1.0, 1, 2, 0.0, 3, 42)
+    assert plan.reclaimed == other[0].reclaimed == 0 and new.replays == 0 and new.refused == 4

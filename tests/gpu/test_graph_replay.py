@@ -183,3 +183,49 @@ def test_a_plan_replays_past_the_graph_limit_and_a_plain_call_does_not(monkeypat
     ex = core.executor("sgemm", "fp32", (M, N, K), "cublas", None, torch.cuda.current_stream().cuda_stream)
     assert ex.path == "library" and ex.call is not plan._executor.call
     assert (ex.call.replays, ex.call.refused) == (0, 4 - CAPTURE_AFTER) and ex.call.enabled
+
+
+def test_an_idle_graph_gives_its_place_to_a_new_shape_and_both_stay_exact(monkeypatch):
+    """Past the limit, a capture refused in this thread frees the graphs of the thread's replays
+    that launched nothing for IDLE_SECONDS (a clock the test moves): the new shape replays, the
+    idle one's next calls are made directly, and every result is checked against fp64."""
+    import gc
+    import threading
+
+    from gemmlab.cuda import graph_replay
+
+    now = [0.0]
+    monkeypatch.setattr(graph_replay, "_now", lambda: now[0])
+    monkeypatch.setattr(graph_replay, "_threads", threading.local())
+    gc.collect()
+    monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", graph_replay.live_graphs() + 1)
+    gemms = {shape: GraphReplay(cublaslt.PreparedLtGemm("sgemm", *shape), capture_after=1)
+             for shape in ((300, 200, 100), (260, 140, 90))}
+    (old, old_gemm), (new, new_gemm) = gemms.items()
+
+    def call(shape, gemm, seed):
+        M, N, K = shape
+        a, b = rand(M, K, seed=seed), rand(K, N, seed=seed + 1)
+        c = torch.full((M, N), float("nan"), device="cuda")
+        _call(gemm, a, b, c, 1.0, 0.0)
+        torch.cuda.synchronize()
+        assert rel_err(c, a.double() @ b.double()) < 1e-5, shape
+        return a, b, c
+
+    args_old = call(old, old_gemm, 40)
+    for _ in range(2):
+        _call(old_gemm, *args_old[:2], args_old[2], 1.0, 0.0)
+    assert old_gemm.replays == 2
+    a, b, c = call(new, new_gemm, 50)
+    for step in range(3):  # refused (first look), refused (too soon), then the old graph's place
+        now[0] += 0.6
+        c.fill_(float("nan"))
+        _call(new_gemm, a, b, c, 1.0, 0.0)
+        torch.cuda.synchronize()
+        assert rel_err(c, a.double() @ b.double()) < 1e-5, step
+    assert (new_gemm.refused, new_gemm.replays, old_gemm.reclaimed) == (2, 1, 1)
+    a, b, c = args_old
+    c.fill_(float("nan"))
+    _call(old_gemm, a, b, c, 1.0, 0.0)  # made directly now (no place), as exact
+    torch.cuda.synchronize()
+    assert rel_err(c, a.double() @ b.double()) < 1e-5 and old_gemm.replays == 2

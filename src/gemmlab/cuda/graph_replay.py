@@ -36,14 +36,22 @@ The rules:
   graphs even when the graph is freed; 512 executors of a thread with four graphs each held 1.35
   GB. Evicting a graph to make room would thrash a program that cycles through more shapes than
   the limit (each shape captured, 120-800 us, then evicted before it came again), and would free
-  a graph another thread may be launching (a plan's). A plan's graphs are counted but never
-  refused (`bounded` off): the user keeps a plan on purpose, for its low cost per call, and how
-  many plans live is the user's choice; the limit is on what plain calls keep on their own.
+  a graph another thread may be launching (a plan's).
+- Graphs that went idle do give their places up. A capture refused at the limit looks, at most
+  once per IDLE_SECONDS, at the replays of plain calls its own thread captured (the executors of
+  plain calls are the thread's, so none of them is launching now), and frees the graphs of those
+  that launched nothing since it last looked. A program that moved on from its first shapes to
+  others gets graphs for the new ones within a second or two, where it would otherwise wait for
+  the old shapes' executors to be dropped (past core.MAX_EXECUTORS new shapes).
+- A plan's graphs are counted but never refused or freed as idle (`bounded` off): the user keeps
+  a plan on purpose, for its low cost per call, and how many plans live is the user's choice; the
+  limit is on what plain calls keep on their own.
 """
 from __future__ import annotations
 
 import ctypes
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from typing import Callable
@@ -64,6 +72,13 @@ CAPTURE_AFTER = 2  # direct calls with the same arguments before they are captur
 GRAPHS_LIMIT = 512
 _live = [0]  # graphs alive now
 _live_lock = threading.Lock()
+# A capture refused at the limit first frees the graphs of its own thread's plain-call replays that
+# launched nothing for this long (the rules above). Long enough that a program cycling through more
+# shapes than the limit reaches every graph again before it counts as idle when its calls are short,
+# which is when replays matter; a cycle of long calls hides a capture's host time behind them.
+IDLE_SECONDS = 1.0
+_now = time.monotonic
+_threads = threading.local()  # .holders: this thread's bounded replays with graphs (weakly); .swept: when last looked
 
 
 def _admit(bounded: bool = True) -> bool:
@@ -103,6 +118,36 @@ def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
         libs[0].cuStreamDestroy_v2(private.pop())
 
 
+def _holders() -> weakref.WeakSet:
+    holders = getattr(_threads, "holders", None)
+    if holders is None:
+        holders = _threads.holders = weakref.WeakSet()
+        _threads.swept = float("-inf")
+    return holders
+
+
+def _reclaim_idle(refused: "GraphReplay") -> bool:
+    """For a capture refused at the limit: free the graphs of this thread's bounded replays that
+    launched nothing since the last look, looking at most once per IDLE_SECONDS; whether any
+    place came back. Only this thread's: another thread may be launching its own."""
+    holders = _holders()
+    now = _now()
+    if now - _threads.swept < IDLE_SECONDS:
+        return False
+    _threads.swept = now
+    freed = False
+    for replay in list(holders):
+        if not replay._execs:  # freed meanwhile (turned off, or its executor going)
+            holders.discard(replay)
+        elif replay.replays == replay._replays_seen and replay is not refused:
+            replay._free_idle()
+            holders.discard(replay)
+            freed = True
+        else:
+            replay._replays_seen = replay.replays
+    return freed
+
+
 class GraphReplay:
     """Wraps `call(alpha, a, b, beta, c, stream)` (a prepared GEMM) with graph replay of repeats.
 
@@ -113,7 +158,9 @@ class GraphReplay:
         self.capture_after = CAPTURE_AFTER if capture_after is None else capture_after
         self.replays = 0
         self.refused = 0  # captures refused at GRAPHS_LIMIT (those calls were made directly)
+        self.reclaimed = 0  # graphs freed as idle for a capture refused in this thread (_reclaim_idle)
         self.bounded = True  # a plan's replay is not: the user keeps it on purpose (counted, never refused)
+        self._replays_seen = -1  # `replays` when _reclaim_idle last looked (-1: never)
         self.enabled = True
         self.disabled_reason = ""
         self._execs: OrderedDict = OrderedDict()  # arguments -> (graph exec, the exec as an int)
@@ -196,7 +243,7 @@ class GraphReplay:
         replay turned off. In relaxed capture mode: another stream's capture in global mode
         (torch.cuda.graph's default) would otherwise fail on the instantiation as an unsafe call."""
         replacing = len(self._execs) >= KEPT  # the new graph takes the oldest one's place
-        if not replacing and not _admit(self.bounded):
+        if not replacing and not _admit(self.bounded) and not (_reclaim_idle(self) and _admit(self.bounded)):
             self.refused += 1
             return None
         entry = None
@@ -208,6 +255,8 @@ class GraphReplay:
                 _release(1)
         if entry is not None:
             self._hot, self._hot_key = entry, key
+            if self.bounded:
+                _holders().add(self)
         return entry
 
     def _capture_relaxed(self, key: tuple, alpha: float, a: int, b: int, beta: float, c: int):
@@ -243,6 +292,12 @@ class GraphReplay:
             lib.cuGraphExecDestroy(old)
         entry = self._execs[key] = (exe, exe.value)
         return entry
+
+    def _free_idle(self) -> None:
+        """Free the graphs (idle: _reclaim_idle); a repeat of their arguments captures again."""
+        self._hot = self._hot_key = None
+        self.reclaimed += len(self._execs)
+        _free_graphs(self._execs, self._libs[0])
 
     def _off(self, why: str):
         """Replay off for good: the graphs kept so far would never launch again, so they are freed
