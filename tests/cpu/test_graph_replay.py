@@ -127,14 +127,16 @@ def test_a_capturing_stream_gets_the_library_call_itself(fake):
     assert rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 42) and g.replays == 1
 
 
-@pytest.mark.parametrize("error", [runtime.CUDARuntimeError(906),  # the legacy stream under a global capture
-                                   RuntimeError("the stream capture was invalidated")])
-def test_a_failed_capture_check_makes_the_call_itself(fake, error):
+@pytest.mark.parametrize("make_error", [lambda: runtime.CUDARuntimeError(906),  # the legacy stream under a global capture
+                                        lambda: RuntimeError("the stream capture was invalidated")])
+def test_a_failed_capture_check_makes_the_call_itself(fake, make_error):
     """A capture check that raises (a CUDA error, or CuPy's invalidated capture) counts as
-    capturing: a repeat is neither captured nor replayed, and replay stays on for later."""
+    capturing: a repeat is neither captured nor replayed, and replay stays on for later. (The
+    error is made here and let go at the end: a raised one keeps its traceback, and with it the
+    replay and its place in the live count, for as long as the error lives.)"""
     drv, rec = fake(), Recorder()
     g = GraphReplay(rec, capture_after=1)
-    drv.check_error = error
+    error = drv.check_error = make_error()
     g(1.0, 1, 2, 0.0, 3, 42)
     g(1.0, 1, 2, 0.0, 3, 42)  # a repeat: not captured while the check fails
     assert rec.calls == [(1.0, 1, 2, 0.0, 3, 42)] * 2 and drv.modes_at_instantiate == []
@@ -144,6 +146,7 @@ def test_a_failed_capture_check_makes_the_call_itself(fake, error):
     drv.check_error = error
     g(1.0, 1, 2, 0.0, 3, 42)  # a graph exists: the call is made itself all the same
     assert rec.calls[-1] == (1.0, 1, 2, 0.0, 3, 42) and g.replays == 1 and g.enabled
+    drv.check_error = None  # else the replay's own finalizer reaches it (driver, error, traceback)
 
 
 def test_a_refused_graph_launch_raises_naming_the_error(fake):
