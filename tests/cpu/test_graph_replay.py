@@ -318,7 +318,9 @@ def test_a_call_on_a_capturing_stream_goes_through_captured_call_where_the_call_
 @pytest.fixture
 def budget(monkeypatch):
     """A fresh count of live graphs, and the limit set by the test; every place back at the end
-    (the test's replays gone, their graphs freed)."""
+    (the test's replays gone, their graphs freed). Earlier tests' replays go first, into the real
+    count: one collected during the test would give its places back into the test's."""
+    gc.collect()
     monkeypatch.setattr(graph_replay, "_live", [0])
     yield lambda limit: monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", limit)
     gc.collect()
