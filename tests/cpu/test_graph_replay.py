@@ -18,6 +18,7 @@ class FakeDriver:
         self.fail, self.capturing, self.launched, self.destroyed, self.next = fail, 0, [], [], 100
         self.mode, self.modes_at_instantiate = 0, []  # this thread's capture mode (0: global)
         self.check_error = None  # raised by the capture check (CuPy's streamIsCapturing) when set
+        self.modes_at_destroy, self.refuse_destroy = [], set()  # the capture mode at each destroy; graphs not freed
 
     def cuThreadExchangeStreamCaptureMode(self, ref):
         ref._obj.value, self.mode = self.mode, ref._obj.value
@@ -59,6 +60,9 @@ class FakeDriver:
         return 0
 
     def cuGraphExecDestroy(self, exe):
+        self.modes_at_destroy.append(self.mode)
+        if exe.value in self.refuse_destroy:
+            return 1
         self.destroyed.append(exe.value)
         return 0
 
@@ -481,3 +485,25 @@ def test_a_plans_graphs_and_another_threads_are_never_freed_as_idle(fake, budget
         clock[0] += graph_replay.IDLE_SECONDS
         new(1.0, 1, 2, 0.0, 3, 42)
     assert plan.reclaimed == other[0].reclaimed == 0 and new.replays == 0 and new.refused == 4
+
+
+def test_a_refused_replays_own_stale_graphs_go_too_in_relaxed_mode_and_one_not_freed_keeps_its_place(
+        fake, budget, clock):
+    # a replay whose calls moved to new arguments frees its old graphs for them; the destroy runs in
+    # relaxed capture mode (another thread's global capture would refuse it and be invalidated)
+    drv, rec = fake(), Recorder()
+    budget(1)
+    g = _captured(rec, 1)  # graph 101 for C at 1
+    stuck = GraphReplay(rec, capture_after=1)
+    for step in range(4):  # C moved to 2: direct, refused (a look), refused (too soon), then 101 goes
+        g(1.0, 1, 2, 0.0, 2, 42)
+        clock[0] += 0.6
+    assert (g.reclaimed, g.replays) == (1, 2) and drv.destroyed == [101] and graph_replay.live_graphs() == 1
+    assert set(drv.modes_at_destroy) == {graph_replay.CU_STREAM_CAPTURE_MODE_RELAXED}
+    drv.refuse_destroy.add(102)  # the graph for C at 2: the driver will not free it
+    for step in range(4):  # direct, refused (a look), refused (too soon), refused (102 not freed)
+        stuck(1.0, 1, 2, 0.0, 3, 42)
+        clock[0] += 0.6
+    assert g.reclaimed == 1 and len(g._execs) == 1 and graph_replay.live_graphs() == 1  # kept, counted
+    assert (stuck.replays, stuck.refused) == (0, 3) and drv.modes_at_destroy[-1] == graph_replay.CU_STREAM_CAPTURE_MODE_RELAXED
+    drv.refuse_destroy.clear()

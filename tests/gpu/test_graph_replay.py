@@ -120,6 +120,15 @@ def test_alpha_minus_zero_keeps_its_sign_through_graphs(op, impl):
         assert torch.equal(signs(alpha), direct[str(alpha)]), alpha
 
 
+def _no_idle_freeing(monkeypatch, graph_replay) -> None:
+    """No graph freed as idle during the test (earlier tests' replays, idle by now, would give
+    their places to the call the test expects refused): a fresh look-record, never looked again."""
+    import threading
+
+    monkeypatch.setattr(graph_replay, "_threads", threading.local())
+    monkeypatch.setattr(graph_replay, "IDLE_SECONDS", float("inf"))
+
+
 def test_past_the_graph_limit_calls_run_directly_and_stay_exact(monkeypatch):
     """At most GRAPHS_LIMIT graphs live in the process (a graph costs device memory the driver
     keeps: 676 KiB, H100, session 38): past it a repeat is made directly, not captured, and is as
@@ -129,6 +138,7 @@ def test_past_the_graph_limit_calls_run_directly_and_stay_exact(monkeypatch):
     from gemmlab.cuda import graph_replay
 
     gc.collect()  # earlier tests' graphs freed now, not in the middle (that would free a place)
+    _no_idle_freeing(monkeypatch, graph_replay)
     monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", graph_replay.live_graphs() + 1)
     M, N, K = 300, 200, 100
     first, second = (GraphReplay(cublaslt.PreparedLtGemm("sgemm", M, N, K), capture_after=1) for _ in range(2))
@@ -159,6 +169,7 @@ def test_a_plan_replays_past_the_graph_limit_and_a_plain_call_does_not(monkeypat
     from gemmlab.cuda import graph_replay
 
     gc.collect()
+    _no_idle_freeing(monkeypatch, graph_replay)
     monkeypatch.setattr(graph_replay, "GRAPHS_LIMIT", graph_replay.live_graphs())  # no room left
     M, N, K = 520, 330, 270  # a shape no other test here calls plainly (a fresh executor)
     a, b = rand(M, K, seed=30), rand(K, N, seed=31)

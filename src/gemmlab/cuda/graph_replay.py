@@ -41,8 +41,10 @@ The rules:
   once per IDLE_SECONDS, at the replays of plain calls its own thread captured (the executors of
   plain calls are the thread's, so none of them is launching now), and frees the graphs of those
   that launched nothing since it last looked. A program that moved on from its first shapes to
-  others gets graphs for the new ones within a second or two, where it would otherwise wait for
-  the old shapes' executors to be dropped (past core.MAX_EXECUTORS new shapes).
+  others in the same thread gets graphs for the new ones within a second or two, where it would
+  otherwise wait for the old shapes' executors to be dropped (past core.MAX_EXECUTORS new
+  shapes). A cycle through more shapes than the limit that takes longer than IDLE_SECONDS churns
+  (graphs freed and captured again); one that comes round sooner frees nothing.
 - A plan's graphs are counted but never refused or freed as idle (`bounded` off): the user keeps
   a plan on purpose, for its low cost per call, and how many plans live is the user's choice; the
   limit is on what plain calls keep on their own.
@@ -102,11 +104,14 @@ def live_graphs() -> int:
 
 def _free_graphs(execs: OrderedDict, lib) -> None:
     """Free the graphs (one still running is freed by the driver when it completes) and give their
-    places back."""
-    for exe, _ in execs.values():
-        lib.cuGraphExecDestroy(exe)
-    _release(len(execs))
+    places back. In relaxed capture mode: while another thread's stream captures in global mode
+    (torch.cuda.graph's default) the destroy would be refused and that capture invalidated. A graph
+    the driver does not free stays, with its place."""
+    with relaxed_capture(lib):
+        kept = [(key, entry) for key, entry in execs.items() if lib.cuGraphExecDestroy(entry[0])]
+    _release(len(execs) - len(kept))
     execs.clear()
+    execs.update(kept)
 
 
 def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
@@ -126,7 +131,7 @@ def _holders() -> weakref.WeakSet:
     return holders
 
 
-def _reclaim_idle(refused: "GraphReplay") -> bool:
+def _reclaim_idle() -> bool:
     """For a capture refused at the limit: free the graphs of this thread's bounded replays that
     launched nothing since the last look, looking at most once per IDLE_SECONDS; whether any
     place came back. Only this thread's: another thread may be launching its own."""
@@ -139,10 +144,10 @@ def _reclaim_idle(refused: "GraphReplay") -> bool:
     for replay in list(holders):
         if not replay._execs:  # freed meanwhile (turned off, or its executor going)
             holders.discard(replay)
-        elif replay.replays == replay._replays_seen and replay is not refused:
-            replay._free_idle()
-            holders.discard(replay)
-            freed = True
+        elif replay.replays == replay._replays_seen:  # the refused replay's own stale graphs too
+            freed = replay._free_idle() > 0 or freed
+            if not replay._execs:
+                holders.discard(replay)
         else:
             replay._replays_seen = replay.replays
     return freed
@@ -243,7 +248,7 @@ class GraphReplay:
         replay turned off. In relaxed capture mode: another stream's capture in global mode
         (torch.cuda.graph's default) would otherwise fail on the instantiation as an unsafe call."""
         replacing = len(self._execs) >= KEPT  # the new graph takes the oldest one's place
-        if not replacing and not _admit(self.bounded) and not (_reclaim_idle(self) and _admit(self.bounded)):
+        if not replacing and not _admit(self.bounded) and not (_reclaim_idle() and _admit(self.bounded)):
             self.refused += 1
             return None
         entry = None
@@ -293,11 +298,14 @@ class GraphReplay:
         entry = self._execs[key] = (exe, exe.value)
         return entry
 
-    def _free_idle(self) -> None:
-        """Free the graphs (idle: _reclaim_idle); a repeat of their arguments captures again."""
+    def _free_idle(self) -> int:
+        """Free the graphs (idle: _reclaim_idle); how many went. A repeat of their arguments
+        captures again."""
         self._hot = self._hot_key = None
-        self.reclaimed += len(self._execs)
+        before = len(self._execs)
         _free_graphs(self._execs, self._libs[0])
+        self.reclaimed += before - len(self._execs)
+        return before - len(self._execs)
 
     def _off(self, why: str):
         """Replay off for good: the graphs kept so far would never launch again, so they are freed
