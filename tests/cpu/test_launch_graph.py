@@ -17,6 +17,7 @@ from gemmlab.errors import LaunchError
 class FakeDriver:
     def __init__(self, fail: str = "", fail_set_at: int = 0):
         self.fail, self.capturing, self.mode, self.next = fail, set(), 0, 100
+        self.modes_at_destroy = []  # the capture mode at each destroy
         self.check_error = None  # raised by the capture check (CuPy's streamIsCapturing) when set
         self.fail_set_at, self.sets = fail_set_at, 0  # the n-th SetParams fails (0: none)
         self.direct, self.launched, self.updated, self.destroyed = [], [], [], []
@@ -85,9 +86,11 @@ class FakeDriver:
 
     def cuGraphExecDestroy(self, exe):
         self.destroyed.append(exe.value)
+        self.modes_at_destroy.append(self.mode)
         return 0
 
     def cuGraphDestroy(self, graph):
+        self.modes_at_destroy.append(self.mode)
         return 0
 
 
@@ -397,3 +400,15 @@ def test_a_graph_turned_off_still_hands_the_workspace_over_before_direct_launche
     scratch = g.scratch = FakeScratch(drv)
     g.launch(42, "k")
     assert not g.enabled and scratch.log == [("handover", 42, 0)] and drv.direct == [(11, 42), (12, 42)]
+
+
+def test_graphs_are_freed_in_relaxed_capture_mode(fake):
+    # a finalizer or a dropped executor may free them while a stream captures in global mode, where
+    # the destroys would be refused and the capture invalidated (CUDA error 900)
+    drv = fake()
+    g = LaunchGraph(_launches())
+    g.launch(42, "k")
+    g.launch(43, "k")
+    g._finalizer()  # as when the executor goes
+    assert drv.destroyed and len(drv.modes_at_destroy) == 3  # two instantiations and the graph
+    assert set(drv.modes_at_destroy) == {launcher.CU_STREAM_CAPTURE_MODE_RELAXED} and drv.mode == 0

@@ -120,7 +120,8 @@ def _destroy(execs: OrderedDict, private: list, libs: list) -> None:
         return
     _free_graphs(execs, libs[0])
     if private:
-        libs[0].cuStreamDestroy_v2(private.pop())
+        with relaxed_capture(libs[0]):  # as the graphs' (_free_graphs)
+            libs[0].cuStreamDestroy_v2(private.pop())
 
 
 def _holders() -> weakref.WeakSet:

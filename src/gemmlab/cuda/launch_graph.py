@@ -116,14 +116,19 @@ class KernelNodeParams(ctypes.Structure):
 
 
 def _destroy(execs: dict, graph: list, libs: list) -> None:
+    """Free the instantiations and the graph, in relaxed capture mode: this may run while a stream
+    captures in global mode (torch.cuda.graph's default), in this thread or another (a finalizer
+    run by the collector, an executor dropped from a full cache at a captured call's first use),
+    and there the destroys would be refused and the capture invalidated (CUDA error 900)."""
     if not libs:
         return
     lib = libs[0]
-    for exe, _, _ in execs.values():
-        lib.cuGraphExecDestroy(exe)
-    execs.clear()
-    if graph:
-        lib.cuGraphDestroy(graph.pop())
+    with relaxed_capture(lib):
+        for exe, _, _ in execs.values():
+            lib.cuGraphExecDestroy(exe)
+        execs.clear()
+        if graph:
+            lib.cuGraphDestroy(graph.pop())
 
 
 class LaunchGraph:
