@@ -240,3 +240,41 @@ def test_an_idle_graph_gives_its_place_to_a_new_shape_and_both_stay_exact(monkey
     _call(old_gemm, a, b, c, 1.0, 0.0)  # made directly now (no place), as exact
     torch.cuda.synchronize()
     assert rel_err(c, a.double() @ b.double()) < 1e-5 and old_gemm.replays == 2
+
+
+@pytest.mark.parametrize("impl", ["cublas", "vectorize"])  # the cuBLAS replay's graphs; a kernel's launch graph
+def test_an_executor_dropped_inside_a_users_capture_frees_its_graphs_and_the_capture_holds(monkeypatch, impl):
+    """A full executor cache drops its oldest executor at a new shape's first call. Inside a user's
+    torch.cuda.graph capture (global mode) that executor's graphs are freed there and then: in the
+    capture's mode the driver refuses the destroys (error 900) and may invalidate the capture, so
+    they run in relaxed mode. The capture must record, and its replay be exact; the dropped shape
+    is built again after it."""
+    import gc
+
+    from gemmlab.api import core
+
+    core.forget_executors()
+    gc.collect()
+    monkeypatch.setattr(core, "MAX_EXECUTORS", 1)
+    (M1, N1, K1), (M2, N2, K2) = (192, 160, 96), (224, 136, 88)
+    a1, b1, a2, b2 = rand(M1, K1, seed=60), rand(K1, N1, seed=61), rand(M2, K2, seed=62), rand(K2, N2, seed=63)
+    c1 = torch.full((M1, N1), float("nan"), device="cuda")
+    for _ in range(4):  # built, then its graphs: captured (cuBLAS) or instantiated (the kernel's)
+        gemmlab.sgemm(a1, b1, c1, impl=impl)
+    torch.cuda.synchronize()
+    assert rel_err(c1, a1.double() @ b1.double()) < 1e-5
+    graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    c2 = torch.full((M2, N2), float("nan"), device="cuda")
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        with torch.cuda.graph(graph, stream=side):
+            gemmlab.sgemm(a2, b2, c2, impl=impl)  # a new shape: the first one's executor dropped here
+    torch.cuda.current_stream().wait_stream(side)
+    assert len(core._thread.executors) == 1
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel_err(c2, a2.double() @ b2.double()) < 1e-5
+    c1.fill_(float("nan"))
+    gemmlab.sgemm(a1, b1, c1, impl=impl)  # built again
+    torch.cuda.synchronize()
+    assert rel_err(c1, a1.double() @ b1.double()) < 1e-5
