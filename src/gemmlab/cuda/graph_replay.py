@@ -73,11 +73,11 @@ CAPTURE_AFTER = 2  # direct calls with the same arguments before they are captur
 # loop held 1318 MiB more).
 GRAPHS_LIMIT = 512
 _live = [0]  # graphs alive now
-_live_lock = threading.Lock()
+_live_lock = threading.RLock()  # re-entrant: a finalizer (_destroy) may run in a thread that holds it
 # A capture refused at the limit first frees the graphs of its own thread's plain-call replays that
 # launched nothing for this long (the rules above). Long enough that a program cycling through more
 # shapes than the limit reaches every graph again before it counts as idle when its calls are short,
-# which is when replays matter; a cycle of long calls hides a capture's host time behind them.
+# which is when replays matter; a longer cycle churns (docs/api.md, "Idle graphs give their places up").
 IDLE_SECONDS = 1.0
 _now = time.monotonic
 _threads = threading.local()  # .holders: this thread's bounded replays with graphs (weakly); .swept: when last looked
@@ -104,9 +104,9 @@ def live_graphs() -> int:
 
 def _free_graphs(execs: OrderedDict, lib) -> None:
     """Free the graphs (one still running is freed by the driver when it completes) and give their
-    places back. In relaxed capture mode: while another thread's stream captures in global mode
-    (torch.cuda.graph's default) the destroy would be refused and that capture invalidated. A graph
-    the driver does not free stays, with its place."""
+    places back. In relaxed capture mode: while a stream captures in global mode (torch.cuda.graph's
+    default), in this thread or another, the destroy would be refused and that capture
+    invalidated. A graph the driver does not free stays, with its place."""
     with relaxed_capture(lib):
         kept = [(key, entry) for key, entry in execs.items() if lib.cuGraphExecDestroy(entry[0])]
     _release(len(execs) - len(kept))
