@@ -436,6 +436,56 @@ def test_a_remembered_fill_is_the_models_own_figure_at_the_call_and_the_entry():
     assert checked > 20
 
 
+def _counting_spec(monkeypatch, model):
+    """registry.get gives a copy of the persistent rung whose round_fill is `model`, counted."""
+    from dataclasses import replace
+
+    from gemmlab import registry
+    from gemmlab.api import candidates
+
+    asked = []
+    spec = replace(registry.get("persistent", "hgemm"), round_fill=lambda p, v: asked.append(p) or model(p, v))
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name, op=None: spec if name == "persistent" else real_get(name, op))
+    monkeypatch.setattr(candidates, "_fills", {})
+    return asked
+
+
+def test_a_fill_is_asked_once_per_parameters_and_shape_even_from_a_new_empty_dict(monkeypatch):
+    """Fills are keyed by the parameters' object (session 40): a candidate without params comes as
+    a new {} at every refit, which must still find its fill rather than ask the model again."""
+    from gemmlab.api import candidates, core
+
+    asked = _counting_spec(monkeypatch, lambda p, v: p.M / 1000)
+    problem = core.make_problem("hgemm", "bf16", (300, 4096, 4096))
+    params = {"BN": 128}
+    for _ in range(3):  # three decisions of the same problem
+        fill = candidates.round_fill("hgemm", problem)
+        assert fill("persistent", {}, (300, 4096, 4096)) == pytest.approx(0.3)
+        assert fill("persistent", {}, (128, 4096, 4096)) == pytest.approx(0.128)
+        assert fill("persistent", params, (300, 4096, 4096)) == pytest.approx(0.3)
+    assert len(asked) == 3, "one fill per parameters and shape"
+
+
+def test_a_fill_is_the_problems_own_not_another_type_or_layouts(monkeypatch):
+    """The key holds the problem's fields other than its dimensions: a fill found for bf16 must not
+    answer for tf32 at the same shape and parameters (tf32's tiles run transposed), nor one of layout
+    nn for tn."""
+    from gemmlab.api import candidates, core
+
+    asked = _counting_spec(monkeypatch, lambda p, v: {"bf16": 0.5, "tf32": 0.25}[p.dtype] + (p.layout == "tn") / 10)
+    params = {"BN": 128}
+    figures = {}
+    for _ in range(2):
+        for dtype in ("bf16", "tf32"):
+            for trans_a in (False, True):
+                problem = core.make_problem("hgemm", dtype, (300, 4096, 4096), (trans_a, False))
+                figures[dtype, trans_a] = candidates.round_fill("hgemm", problem)("persistent", params, (300, 4096, 4096))
+    assert figures == {("bf16", False): 0.5, ("bf16", True): pytest.approx(0.6), ("tf32", False): 0.25,
+                       ("tf32", True): pytest.approx(0.35)}
+    assert len(asked) == 4, "each problem's fill computed once, then found"
+
+
 def test_a_spec_registered_again_gets_its_fill_asked_again(monkeypatch):
     from dataclasses import replace
 

@@ -45,7 +45,8 @@ def _run(*args):
     (("scripts/changing_shapes.py", "--cycle", "-1"), "--cycle, --executors and --graphs must be at least 0"),
     (("scripts/changing_shapes.py", "--passes", "0"), "--passes at least 1"),
     (("scripts/decision_cost.py", "--op", "sgemm", "--dtype", "bf16"), "--op sgemm takes fp32, not bf16"),
-    (("scripts/decision_cost.py", "--shapes", "0"), "--N, --K, --shapes and --repeat must be at least 1"),
+    (("scripts/decision_cost.py", "--shapes", "0"), "--N, --K, --shapes, --repeat and --first-m must be at least 1"),
+    (("scripts/decision_cost.py", "--first-m", "0"), "--N, --K, --shapes, --repeat and --first-m must be at least 1"),
 ], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
 def test_bad_input_is_an_error_line_and_exit_2(args, message):
     r = _run(*args)

@@ -84,3 +84,27 @@ def test_split_k_planes_are_never_cleared(fake):
     for p in (first, second, first):
         _run(runner, p)
     assert fake.events == [("zeros", 2 * 512 * 512)], "written before they are read: zeroed once, at allocation"
+
+
+def test_the_sm_count_is_read_once_and_the_stand_in_is_not_remembered(monkeypatch):
+    """specs.sm_count remembers the GPU's count once read (the dispatch's refit asks for it at every
+    candidate of a new shape, and each read asked the driver again), but not the stand-in it gives
+    without a GPU: a process that reads before its GPU answers would keep 132 for good."""
+    from types import SimpleNamespace
+
+    from gemmlab.cuda import device
+    from gemmlab.kernels.sgemm import specs as sgemm_specs
+
+    monkeypatch.setattr(sgemm_specs, "_sm_count", [])
+    reads = []
+
+    def no_gpu(index=0):
+        reads.append(index)
+        raise RuntimeError("no GPU")
+
+    monkeypatch.setattr(device, "info", no_gpu)
+    assert sgemm_specs.sm_count() == 132 and sgemm_specs.sm_count() == 132
+    assert len(reads) == 2, "the stand-in is not remembered"
+    monkeypatch.setattr(device, "info", lambda index=0: reads.append(index) or SimpleNamespace(sm_count=78))
+    assert [sgemm_specs.sm_count() for _ in range(3)] == [78, 78, 78]
+    assert len(reads) == 3, "the GPU's count read once"

@@ -3,7 +3,7 @@ problem on this GPU (refusal), only on a slow path (slow_path), and how full its
 the call's own shape (round_fill, for dispatch.refit)."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -39,9 +39,10 @@ def slow_path(op_name: str, name: str, problem) -> str:
 
 
 FILLS_KEPT = 4096
-# (op, name, params, problem) -> (the spec it was computed with, its fill); (op, name, params) ->
-# (the spec, its parameters resolved, read-only)
+# (op, name, id(params), shape, the problem's other fields) -> (params, the spec it was computed
+# with, its fill); (op, name, id(params)) -> (params, the spec, its parameters resolved, read-only)
 _fills: dict = {}
+_NO_PARAMS: Mapping[str, int] = MappingProxyType({})  # one object for every candidate without params
 
 
 def round_fill(op_name: str, problem):
@@ -51,34 +52,48 @@ def round_fill(op_name: str, problem):
     Remembered (_fills, bounded): a call's first use of a shape refits every candidate of its
     table entry at the call's shape and at the entry's, and each fill resolved its parameters
     against every constraint again. A program whose shapes change paid that at every new shape:
-    1.3 ms a decision for bf16 (M x 4096) @ (4096 x 4096) until session 37 (CPU, `core.decide`)."""
+    1.3 ms a decision for bf16 (M x 4096) @ (4096 x 4096) until session 37 (CPU, `core.decide`).
+    A fill is keyed by its parameters' object, the table's own (a table is not changed once read,
+    as dispatch._pool has it; the entry keeps that object, so its id is not reused while kept), by
+    the shape, and by the problem's other fields, taken once per decision. Keyed by the parameters
+    sorted and by the problem at the shape (session 37), the key cost more than the lookup saved:
+    most of a decision's fills are found, two for each of the entry's candidates (session 40)."""
     from .. import registry
 
+    others = None  # the problem's fields but its dimensions: taken at the first modelled candidate
     problems: dict = {}  # shape -> the problem with those dimensions, made once per decision
 
     def fill(name: str, params: Mapping[str, int], shape: tuple) -> float | None:
+        nonlocal others
         try:
             spec = registry.get(name, op_name)
-            if getattr(spec, "round_fill", None) is None or len(shape) != 3:
+            model = getattr(spec, "round_fill", None)
+            if model is None or len(shape) != 3:
                 return None
+            if others is None:
+                others = (type(problem),) + tuple(getattr(problem, f.name) for f in fields(problem) if f.name not in _DIMS)
+            params = params or _NO_PARAMS
+            key = (op_name, name, id(params), shape, others)
+            known = _fills.get(key)
+            if known is not None and known[0] is params and known[1] is spec:  # a spec registered again is asked again
+                return known[2]
+            held = (op_name, name, id(params))  # the parameters checked once, not per shape
+            resolved = _fills.get(held)
+            if resolved is None or resolved[0] is not params or resolved[1] is not spec:
+                resolved = (params, spec, MappingProxyType(spec.resolve(params)))
             at = problems.get(shape)
             if at is None:
                 at = problems[shape] = replace(problem, M=shape[0], N=shape[1], K=shape[2])
-            given = tuple(sorted(params.items()))
-            key = (op_name, name, given, at)
-            known = _fills.get(key)
-            if known is not None and known[0] is spec:  # a spec registered again is asked again
-                return known[1]
-            resolved = _fills.get((op_name, name, given))  # the parameters checked once, not per shape
-            if resolved is None or resolved[0] is not spec:
-                resolved = (spec, MappingProxyType(spec.resolve(params)))
-            value = spec.round_fill(at, resolved[1])
+            value = model(at, resolved[2])
             if len(_fills) >= FILLS_KEPT:
                 _fills.clear()
-            _fills[(op_name, name, given)] = resolved
-            _fills[key] = (spec, value)
+            _fills[held] = resolved
+            _fills[key] = (params, spec, value)
             return value
         except Exception:  # a stale or foreign table entry: no model, the figure stands
             return None
 
     return fill
+
+
+_DIMS = frozenset("MNK")

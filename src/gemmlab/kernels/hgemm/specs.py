@@ -256,26 +256,24 @@ def k_tiles(p: GemmProblem) -> int:
 SPLITK_WORKSPACE_CAP = 64 * 1024 * 1024  # floats (256 MiB): split-K beyond this is for problems with tiles to spare
 
 
-def _uniform_splits(v, tiles: int, ktiles: int) -> int:
+def _uniform_splits(v, tiles: int, ktiles: int, slots: int) -> int:
     """Uniform split-K's slices: SPLITK > 0 as given, 0 = automatic (when the cluster tiles fill
     less than half the cluster slots, as many slices as fill one wave with at least 16 K tiles
     each, at most 8: measured on an H100, 1024^3 in two slices of 8 K tiles ran at 61% of cuBLAS
     against 73% whole, 512x512x8192 in 8 slices of 16 at 79-83% against 37%)."""
     if v["SPLITK"] > 0:
         return v["SPLITK"]
-    slots = cluster_slots(cluster_size(v))
     return 1 if tiles * 2 > slots else max(1, min(slots // tiles, ktiles // 16, 8))
 
 
 TAIL_MIN_KTILES = 8  # the automatic tail split's slices keep at least this many K tiles each
 
 
-def _tail_splits(v, tiles: int, ktiles: int) -> int:
+def _tail_splits(v, tiles: int, ktiles: int, slots: int) -> int:
     """Slices for the tiles of a partial last wave (the tail split; 1: none). TAILK > 1 as given;
     0 = automatic under SPLITK = 0: when the last wave is at most half full, as many slices as
     fill the cluster slots it leaves idle, with at least TAIL_MIN_KTILES K tiles each, at most 8.
     SPLITK = 1 means whole tiles, so only an explicit TAILK slices the tail there."""
-    slots = cluster_slots(cluster_size(v))
     rem = tiles % slots
     if tiles <= slots or rem == 0:
         return 1
@@ -295,12 +293,18 @@ def persistent_schedule(p: GemmProblem, v) -> tuple[int, int]:
     and 12 tiles, which whole would hold 54 clusters idle for a third of the run. Slices never
     outnumber the K tiles (none is empty), nor pass SPLITK_WORKSPACE_CAP floats of partials;
     splits = 1 always comes with whole = tiles."""
-    tiles, ktiles = cluster_tiles(p, v), k_tiles(p)
-    splits = _uniform_splits(v, tiles, ktiles)
+    return _schedule(v, cluster_tiles(p, v), k_tiles(p), cluster_slots(cluster_size(v)))
+
+
+def _schedule(v, tiles: int, ktiles: int, slots: int) -> tuple[int, int]:
+    """persistent_schedule from what it depends on: the problem's cluster tiles and K tiles, and
+    the GPU's cluster slots (counted once by the caller: the refit asks this of every candidate at
+    each new shape, where each count cost a lookup of the GPU)."""
+    splits = _uniform_splits(v, tiles, ktiles, slots)
     whole = 0
     if splits == 1:
-        splits = _tail_splits(v, tiles, ktiles)
-        whole = tiles - tiles % cluster_slots(cluster_size(v)) if splits > 1 else tiles
+        splits = _tail_splits(v, tiles, ktiles, slots)
+        whole = tiles - tiles % slots if splits > 1 else tiles
     slot_floats = (tiles - whole) * cluster_size(v) * tile_rows(v) * v["BN"]
     splits = max(1, min(splits, ktiles, SPLITK_WORKSPACE_CAP // max(1, slot_floats)))
     return (tiles, 1) if splits == 1 else (whole, splits)
@@ -380,7 +384,7 @@ def persistent_round_fill(p: GemmProblem, v) -> float:
     rows, cols = cta_tile(v, tf32_rs(p.dtype == "tf32", v))
     tile_elems = rows * v["CM"] * cols * v.get("CN", 1)
     tiles, slots = cluster_tiles(p, v), cluster_slots(cluster_size(v))
-    whole, splits = persistent_schedule(p, v)
+    whole, splits = _schedule(v, tiles, k_tiles(p), slots)  # with the counts above, not again
     units = tiles * splits if whole == 0 else tiles
     rounds = cdiv(units, slots) / (splits if whole == 0 else 1)
     return (p.M * p.N / tile_elems) / (rounds * slots)

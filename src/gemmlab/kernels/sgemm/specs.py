@@ -471,14 +471,24 @@ ASYNC_PIPELINE = KernelSpec(
 )
 
 
+_sm_count: list[int] = []  # device 0's, once read: it does not change while the process runs
+
+
 def sm_count() -> int:
-    """The GPU's SM count, or an H100/H200's 132 when there is no GPU (compile-only use)."""
+    """The GPU's SM count, or an H100/H200's 132 when there is no GPU (compile-only use).
+
+    Remembered once read (not the stand-in): the dispatch's refit asks for it at every candidate
+    of a new shape, and each read asked the driver for the device's properties and memory."""
+    if _sm_count:
+        return _sm_count[0]
     try:
         from ...cuda.device import info
 
-        return info().sm_count
+        count = info().sm_count
     except Exception:
         return 132
+    _sm_count[:] = [count]
+    return count
 
 
 def split_k_slices(p: GemmProblem, v, sm_count: int) -> int:
