@@ -47,6 +47,7 @@ def _run(*args):
     (("scripts/decision_cost.py", "--op", "sgemm", "--dtype", "bf16"), "--op sgemm takes fp32, not bf16"),
     (("scripts/decision_cost.py", "--shapes", "0"), "--N, --K, --shapes, --repeat and --first-m must be at least 1"),
     (("scripts/decision_cost.py", "--first-m", "0"), "--N, --K, --shapes, --repeat and --first-m must be at least 1"),
+    (("scripts/first_call_cost.py", "--shapes", "0"), "--first-m, --shapes, --N and --K must be at least 1"),
 ], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
 def test_bad_input_is_an_error_line_and_exit_2(args, message):
     r = _run(*args)
