@@ -61,6 +61,18 @@ def test_validate_tables_finds_unsorted_and_missing_figures():
     assert dispatch.validate_tables(TABLE) == []
 
 
+def test_validate_tables_finds_a_candidate_listed_twice():
+    # the bf16 fp32-C entries of both GPUs had listed each kernel twice since session 18, so each
+    # new shape's decision refitted every kernel candidate twice (found in session 41)
+    bad = json.loads(json.dumps(TABLE))
+    candidates = bad["gpus"][0]["entries"][0]["candidates"]
+    candidates.insert(1, {"impl": "hopper_simt", "params": {"GROUP": 4}, "figure": 30.0})  # still fastest first
+    problems = dispatch.validate_tables(bad)
+    assert len(problems) == 1 and "1 repeated candidate (" in problems[0], problems
+    candidates[1]["params"] = {"GROUP": 8}  # another kernel of the same rung: two candidates
+    assert dispatch.validate_tables(bad) == []
+
+
 def test_the_shipped_table_is_valid_and_names_registered_implementations():
     from gemmlab import registry
 

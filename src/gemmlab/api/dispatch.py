@@ -255,6 +255,12 @@ def validate_tables(data: dict) -> list[str]:
                 problems.append(f"{t.get('gpu')} {e.get('op')} {e.get('shape')}: candidates without figures")
             elif figures != sorted(figures, reverse=True):
                 problems.append(f"{t.get('gpu')} {e.get('op')} {e.get('shape')}: candidates not fastest first")
+            # one kernel measured twice is one candidate refitted twice at each new shape's decision
+            listed = [(c.get("impl"), json.dumps(c.get("params", {}), sort_keys=True)) for c in e.get("candidates", [])]
+            repeated = len(listed) - len(set(listed))
+            if repeated:
+                problems.append(f"{t.get('gpu')} {e.get('op')} {e.get('dtype')} {e.get('shape')}: {repeated} repeated "
+                                f"candidate{'s' if repeated > 1 else ''} (the same impl and params listed again)")
     return problems
 
 
