@@ -9,7 +9,9 @@ dispatch table, on any machine (no GPU needed: the table and the GPU are named).
 --instructions counts instead of timing: the process runs twice under valgrind's callgrind, deciding
 no shape and then --shapes of them after the same warm-up, with address randomisation off and
 PYTHONHASHSEED=0, and the difference is given per decision. A host whose clock drifts by 40% between
-runs repeats this within about 6% (session 40), so two versions of the code compare on any CPU.
+runs repeated this within about 6% (session 40), but not always: in session 41 three runs of one
+tree at --shapes 100 read 0.96, 1.02 and 1.25 million, and at --shapes 300 within 6% again. Give
+300 shapes and alternate the two versions' runs; a difference under about 10% needs several pairs.
 
 Each repeat decides --shapes values of M not decided before in the process (repeat r takes
 M = 8 + r * shapes, ...), so every decision refits its candidates at a new shape, as a program's

@@ -465,7 +465,8 @@ def _counting_spec(monkeypatch, model):
 
 def test_a_fill_is_asked_once_per_parameters_and_shape_even_from_a_new_empty_dict(monkeypatch):
     """Fills are keyed by the parameters' object (session 40): a candidate without params comes as
-    a new {} at every refit, which must still find its fill rather than ask the model again."""
+    a new {} at every refit, which must still find its fill at an entry's shape rather than ask the
+    model again. The call's own shape is asked at each decision, never remembered (session 41)."""
     from gemmlab.api import candidates, core
 
     asked = _counting_spec(monkeypatch, lambda p, v: p.M / 1000)
@@ -475,8 +476,31 @@ def test_a_fill_is_asked_once_per_parameters_and_shape_even_from_a_new_empty_dic
         fill = candidates.round_fill("hgemm", problem)
         assert fill("persistent", {}, (300, 4096, 4096)) == pytest.approx(0.3)
         assert fill("persistent", {}, (128, 4096, 4096)) == pytest.approx(0.128)
-        assert fill("persistent", params, (300, 4096, 4096)) == pytest.approx(0.3)
-    assert len(asked) == 3, "one fill per parameters and shape"
+        assert fill("persistent", params, (128, 4096, 4096)) == pytest.approx(0.128)
+    assert sorted(p.M for p in asked) == [128, 128, 300, 300, 300], "an entry's fill once per parameters"
+
+
+def test_the_calls_own_fills_are_not_kept():
+    """A program whose M changes at every call decides once per new shape: the fills at its own
+    shape would only grow _fills (two tuples each, 18 of the 58 objects a first call left to the
+    collector, session 41) and clear it, the entries' fills with it, every few hundred shapes."""
+    from gemmlab.api import candidates, core
+    from gemmlab.kernels.hgemm import specs as hgemm_specs
+
+    real = hgemm_specs.sm_count
+    hgemm_specs.sm_count = lambda: 132  # no GPU here: the H100's and H200's count
+    try:
+        candidates._fills.clear()
+        sizes = []
+        for m in range(2000, 2060):
+            problem = core.make_problem("hgemm", "bf16", (m, 4096, 4096), (False, False), "fp32")
+            choice = core.decide("hgemm", problem, (m, 4096, 4096), None, None, "NVIDIA H100 80GB HBM3", "sm_90")[0]
+            assert choice.impl  # a decision was made, its candidates refitted
+            sizes.append(len(candidates._fills))
+            assert not any(isinstance(k, tuple) and len(k) == 5 and k[3] == (m, 4096, 4096) for k in candidates._fills)
+        assert sizes[0] > 0 and sizes[-1] == sizes[0], "the entry's fills are kept, the calls' are not"
+    finally:
+        hgemm_specs.sm_count = real
 
 
 def test_a_fill_is_the_problems_own_not_another_type_or_layouts(monkeypatch):
@@ -492,7 +516,8 @@ def test_a_fill_is_the_problems_own_not_another_type_or_layouts(monkeypatch):
         for dtype in ("bf16", "tf32"):
             for trans_a in (False, True):
                 problem = core.make_problem("hgemm", dtype, (300, 4096, 4096), (trans_a, False))
-                figures[dtype, trans_a] = candidates.round_fill("hgemm", problem)("persistent", params, (300, 4096, 4096))
+                # at an entry's shape: the call's own is not remembered
+                figures[dtype, trans_a] = candidates.round_fill("hgemm", problem)("persistent", params, (128, 4096, 4096))
     assert figures == {("bf16", False): 0.5, ("bf16", True): pytest.approx(0.6), ("tf32", False): 0.25,
                        ("tf32", True): pytest.approx(0.35)}
     assert len(asked) == 4, "each problem's fill computed once, then found"
@@ -506,9 +531,9 @@ def test_a_spec_registered_again_gets_its_fill_asked_again(monkeypatch):
 
     problem = core.make_problem("hgemm", "bf16", (300, 4096, 4096))
     spec = registry.get("persistent", "hgemm")
-    first = candidates.round_fill("hgemm", problem)("persistent", {}, (300, 4096, 4096))
+    first = candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096))  # an entry's shape: kept
     other = replace(spec, round_fill=lambda p, v: 0.125)
     real_get = registry.get
     monkeypatch.setattr(registry, "get", lambda name, op=None: other if name == "persistent" else real_get(name, op))
-    again = candidates.round_fill("hgemm", problem)("persistent", {}, (300, 4096, 4096))
+    again = candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096))
     assert first != 0.125 and again == 0.125

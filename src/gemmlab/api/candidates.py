@@ -57,10 +57,15 @@ def round_fill(op_name: str, problem):
     as dispatch._pool has it; the entry keeps that object, so its id is not reused while kept), by
     the shape, and by the problem's other fields, taken once per decision. Keyed by the parameters
     sorted and by the problem at the shape (session 37), the key cost more than the lookup saved:
-    most of a decision's fills are found, two for each of the entry's candidates (session 40)."""
+    most of a decision's fills are found, two for each of the entry's candidates (session 40).
+    Only the fills at other shapes than the problem's own (the entries') are remembered: a shape's
+    first call decides once per thread, and its own fills, two tuples each, were most of the
+    objects a first call left to Python's collector (18 of 58, session 41, H100), which paid a
+    full pass over the heap every few hundred first calls."""
     from .. import registry
 
     others = None  # the problem's fields but its dimensions: taken at the first modelled candidate
+    own_shape = tuple(getattr(problem, d, None) for d in "MNK")
     problems: dict = {}  # shape -> the problem with those dimensions, made once per decision
 
     def fill(name: str, params: Mapping[str, int], shape: tuple) -> float | None:
@@ -73,22 +78,24 @@ def round_fill(op_name: str, problem):
             if others is None:
                 others = (type(problem),) + tuple(getattr(problem, f.name) for f in fields(problem) if f.name not in _DIMS)
             params = params or _NO_PARAMS
-            key = (op_name, name, id(params), shape, others)
-            known = _fills.get(key)
+            own = shape == own_shape  # the call's own shape: computed, not remembered (docstring)
+            key = None if own else (op_name, name, id(params), shape, others)
+            known = None if own else _fills.get(key)
             if known is not None and known[0] is params and known[1] is spec:  # a spec registered again is asked again
                 return known[2]
             held = (op_name, name, id(params))  # the parameters checked once, not per shape
             resolved = _fills.get(held)
             if resolved is None or resolved[0] is not params or resolved[1] is not spec:
                 resolved = (params, spec, MappingProxyType(spec.resolve(params)))
-            at = problems.get(shape)
+            at = problem if own else problems.get(shape)
             if at is None:
                 at = problems[shape] = replace(problem, M=shape[0], N=shape[1], K=shape[2])
             value = model(at, resolved[2])
             if len(_fills) >= FILLS_KEPT:
                 _fills.clear()
             _fills[held] = resolved
-            _fills[key] = (params, spec, value)
+            if not own:
+                _fills[key] = (params, spec, value)
             return value
         except Exception:  # a stale or foreign table entry: no model, the figure stands
             return None
