@@ -38,6 +38,14 @@ def test_nearest_measured_shape_decides(table):
     assert dispatch.choose("sgemm", "fp32", (4096, 4096, 4096), "GPU A", "sm_90").impl == "cublas"
 
 
+def test_an_entry_of_one_candidate_names_no_others(monkeypatch):
+    # the reason lists the runners-up only where there are some: no empty "(then )"
+    one = {"op": "sgemm", "dtype": "fp32", "shape": [64, 64, 64], "candidates": [{"impl": "cublas", "figure": 1.0}]}
+    monkeypatch.setattr(dispatch, "_tables", {"gpus": [{**TABLE["gpus"][0], "entries": [one]}]})
+    choice = dispatch.choose("sgemm", "fp32", (64, 64, 64), "GPU A", "sm_90")
+    assert choice.reason.endswith("(this shape), measured on this GPU (GPU A): cublas 1.0 TFLOP/s"), choice.reason
+
+
 def test_a_refused_candidate_is_skipped_with_its_reason(table):
     choice = dispatch.choose("sgemm", "fp32", (1024, 1024, 1024), "GPU A", "sm_90",
                              accepts=lambda name: "needs K % 8 == 0" if name == "hopper_simt" else "")
@@ -50,6 +58,42 @@ def test_same_architecture_table_then_fallback(table):
     none = dispatch.choose("sgemm", "fp32", (4096, 4096, 4096), "GPU C", "sm_80")
     assert none.impl == "cublas" and none.source == "fallback"
     assert dispatch.choose("reduce", "fp32", (1 << 20,), "GPU C", "sm_80").impl == "single_pass"
+
+
+def test_a_gpus_own_table_wins_over_one_listed_before_it_of_the_same_architecture(monkeypatch):
+    # the shipped file lists the H100 before the H200, both sm_90: the H200 must get its own
+    two = {"gpus": [{**TABLE["gpus"][0], "gpu": "GPU A"},
+                    {"gpu": "GPU B", "arch": "sm_90", "command": "c", "entries": [
+                        {"op": "sgemm", "dtype": "fp32", "shape": [4096, 4096, 4096],
+                         "candidates": [{"impl": "bigtile", "params": {}, "figure": 52.0}]}]}]}
+    monkeypatch.setattr(dispatch, "_tables", two)
+    own = dispatch.choose("sgemm", "fp32", (4096, 4096, 4096), "GPU B", "sm_90")
+    assert own.impl == "bigtile" and "measured on this GPU (GPU B)" in own.reason and own.source.startswith(
+        "dispatch.json: GPU B,")
+
+
+def test_the_fallback_is_explained_without_a_table_or_params_line(monkeypatch):
+    # no table decided: the reason says so, no "table:" line points at an entry that did not, and
+    # the library, which takes no params, gets no empty "params:" line
+    monkeypatch.setattr(dispatch, "_tables", TABLE)
+    text = gemmlab.explain(op="sgemm", shape=(4096, 4096, 4096), gpu="GPU C", arch="sm_80", file=io.StringIO())
+    assert "runs:    cublas" in text and "no table for GPU C (sm_80)" in text
+    assert "table:" not in text and "params:" not in text
+
+
+def test_an_unreadable_table_reads_as_none(monkeypatch):
+    """A damaged dispatch.json (not JSON) costs the tables, not the calls: every call falls back."""
+    class Damaged:
+        def joinpath(self, name):
+            return self
+
+        def read_text(self):
+            return '{"gpus": [ {"gpu": '
+
+    monkeypatch.setattr(dispatch, "_tables", None)
+    monkeypatch.setattr(dispatch.resources, "files", lambda package: Damaged())
+    assert dispatch.tables() == {"gpus": []}
+    assert dispatch.choose("sgemm", "fp32", (4096, 4096, 4096), "GPU A", "sm_90").source == "fallback"
 
 
 def test_validate_tables_finds_unsorted_and_missing_figures():
@@ -71,6 +115,48 @@ def test_validate_tables_finds_a_candidate_listed_twice():
     assert len(problems) == 1 and "1 repeated candidate (" in problems[0], problems
     candidates[1]["params"] = {"GROUP": 8}  # another kernel of the same rung: two candidates
     assert dispatch.validate_tables(bad) == []
+
+
+def test_validate_tables_counts_a_kernel_listed_three_times_as_two_repeats():
+    bad = json.loads(json.dumps(TABLE))
+    candidates = bad["gpus"][0]["entries"][0]["candidates"]
+    candidates[1:1] = [{"impl": "hopper_simt", "params": {"GROUP": 4}, "figure": 30.0}] * 2  # still fastest first
+    problems = dispatch.validate_tables(bad)
+    assert len(problems) == 1 and "2 repeated candidates (" in problems[0], problems
+
+
+def test_validate_tables_finds_a_repeat_whose_params_are_spelled_in_another_order():
+    # json keeps a builder's key order: {"BM": .., "BN": ..} and {"BN": .., "BM": ..} are one kernel
+    bad = json.loads(json.dumps(TABLE))
+    candidates = bad["gpus"][0]["entries"][0]["candidates"]
+    candidates[0]["params"] = {"GROUP": 4, "STAGES": 3}
+    candidates.insert(1, {"impl": "hopper_simt", "params": {"STAGES": 3, "GROUP": 4}, "figure": 30.0})
+    problems = dispatch.validate_tables(bad)
+    assert len(problems) == 1 and "1 repeated candidate (" in problems[0], problems
+
+
+@pytest.mark.parametrize("key", ["gpu", "arch", "command", "entries"])
+def test_validate_tables_finds_a_table_without_each_key(key):
+    # a table without its arch could never stand in for a GPU of the same architecture (_table_for)
+    bad = json.loads(json.dumps(TABLE))
+    del bad["gpus"][0][key]
+    assert f"a table lacks {key!r}" in dispatch.validate_tables(bad)
+
+
+@pytest.mark.parametrize("candidates", [[], [{"impl": "cublas", "params": {}, "figure": 0.0}],
+                                        [{"impl": "cublas", "params": {}, "figure": "29.0"}],
+                                        [{"impl": "cublas", "params": {}}],
+                                        [{"impl": "cublas", "params": {}, "figure": float("nan")}],
+                                        [{"impl": "cublas", "params": {}, "figure": float("inf")}],
+                                        [{"impl": "cublas", "params": {}, "figure": True}]])
+def test_validate_tables_finds_an_entry_with_nothing_to_rank(candidates):
+    # no candidates: choose would find the entry nearest and run nothing from it (the fallback);
+    # a zero, NaN, infinite or boolean figure: refit's ratios and the ranking mean nothing (a NaN
+    # passed both checks before, and json.dump writes one)
+    bad = json.loads(json.dumps(TABLE))
+    bad["gpus"][0]["entries"][0]["candidates"] = candidates
+    problems = dispatch.validate_tables(bad)
+    assert len(problems) == 1 and "candidates without figures" in problems[0], problems
 
 
 def test_the_shipped_table_is_valid_and_names_registered_implementations():
@@ -213,7 +299,12 @@ def test_a_framework_call_within_the_margin_yields_to_a_prepared_kernel(monkeypa
     monkeypatch.setattr(dispatch, "_tables", table)
     near = dispatch.choose("reduce", "fp32", (1 << 28,), "G", "sm_90")
     assert near.impl == "tile_queue" and "within 5% of cub" in near.reason
-    assert dispatch.choose("reduce", "fp32", (1 << 10,), "G", "sm_90").impl == "cub", "a clear win stays"
+    clear = dispatch.choose("reduce", "fp32", (1 << 10,), "G", "sm_90")
+    assert clear.impl == "cub", "a clear win stays"
+    assert clear.reason.startswith("fastest at 1024 ") and "within" not in clear.reason, "and is not said to yield"
+    # "within" the margin takes its edge: 95% of CUB's figure yields, as 97% does
+    table["gpus"][0]["entries"][0]["candidates"][1]["figure"] = 95.0
+    assert dispatch.choose("reduce", "fp32", (1 << 28,), "G", "sm_90").impl == "tile_queue"
 
 
 HALF_TABLE = {"gpus": [
@@ -376,6 +467,27 @@ def test_refit_keeps_the_order_where_no_candidate_is_modelled():
     ranked = [{"impl": "a", "figure": 2.0}, {"impl": "b", "figure": 1.0}]
     assert dispatch.refit(ranked, (1, 1, 1), (2, 2, 2), lambda *a: None) == (ranked, {})
     assert dispatch.refit(ranked, (1, 1, 1), (2, 2, 2), None) == (ranked, {})
+
+
+def test_refit_counts_a_fill_within_the_tolerance_as_the_same():
+    # 16383 rows against a 16384 entry fill 0.1% less: as measured, not a candidate reordered on noise
+    ranked = [{"impl": "a", "figure": 2.0}, {"impl": "b", "figure": 1.999}]
+    fills = {(16384, 16384, 16384): 1.0, (16383, 16384, 16384): 0.999, (16000, 16384, 16384): 0.99}
+    fill = lambda impl, params, shape: fills[shape] if impl == "a" else None  # noqa: E731
+    assert dispatch.refit(ranked, (16384, 16384, 16384), (16383, 16384, 16384), fill) == (ranked, {})
+    lowered, counted = dispatch.refit(ranked, (16384, 16384, 16384), (16000, 16384, 16384), fill)
+    assert [c["impl"] for c in lowered] == ["b", "a"] and counted[id(ranked[0])] == (pytest.approx(1.98), 0.99, 1.0)
+
+
+def test_a_choices_params_are_its_own_not_the_tables(monkeypatch):
+    # the table is read once for the process: a caller changing what a choice holds must not
+    # change what every later call is given
+    table = json.loads(json.dumps(TABLE))
+    monkeypatch.setattr(dispatch, "_tables", table)
+    choice = dispatch.choose("sgemm", "fp32", (1024, 1024, 1024), "GPU A", "sm_90")
+    choice.params["GROUP"] = 99
+    assert table["gpus"][0]["entries"][0]["candidates"][0]["params"] == {"GROUP": 4}
+    assert dispatch.choose("sgemm", "fp32", (1024, 1024, 1024), "GPU A", "sm_90").params == {"GROUP": 4}
 
 
 def test_odd_entries_speak_for_odd_calls_and_aligned_for_aligned(monkeypatch):
@@ -543,3 +655,101 @@ def test_a_spec_registered_again_gets_its_fill_asked_again(monkeypatch):
     monkeypatch.setattr(registry, "get", lambda name, op=None: other if name == "persistent" else real_get(name, op))
     again = candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096))
     assert first != 0.125 and again == 0.125
+
+
+def test_a_table_naming_a_kernel_this_build_lacks_skips_it(monkeypatch):
+    """A table from a newer (or older) gemmlab can name a kernel not registered here: the call
+    runs the next candidate and says why, rather than failing to find the one chosen."""
+    from gemmlab.api import core
+    from gemmlab.problem import GemmProblem
+
+    stale = json.loads(json.dumps(TABLE))
+    stale["gpus"][0]["entries"][1]["candidates"].insert(0, {"impl": "gone_kernel", "params": {}, "figure": 60.0})
+    monkeypatch.setattr(dispatch, "_tables", stale)
+    choice, spec, _ = core.choose("sgemm", GemmProblem(4096, 4096, 4096, 1.0, 0.0), (4096, 4096, 4096), None, None,
+                                  "GPU A", "sm_90")
+    assert spec.name == "cublas" and choice.skipped == ("gone_kernel: not registered here",)
+
+
+def test_a_library_this_process_cannot_call_is_skipped_with_its_reason(monkeypatch):
+    """cuBLAS measured fastest at 4096^3, but unavailable here (no libcublas, say): the call runs
+    the next candidate and says why, rather than choosing a library it cannot reach."""
+    from dataclasses import replace
+
+    from gemmlab import registry
+    from gemmlab.api import core
+    from gemmlab.problem import GemmProblem
+
+    monkeypatch.setattr(dispatch, "_tables", TABLE)
+    missing = replace(registry.get("cublas", "sgemm"), _available=lambda: "libcublas not found")
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name, op=None: missing if name == "cublas" else real_get(name, op))
+    choice, _, _ = core.choose("sgemm", GemmProblem(4096, 4096, 4096, 1.0, 0.0), (4096, 4096, 4096), None, None,
+                               "GPU A", "sm_90")
+    assert choice.impl == "autotuned" and choice.skipped == ("cublas: libcublas not found",)
+
+
+def test_a_fill_is_asked_of_the_problem_at_the_shape_given(monkeypatch):
+    """Each fill is the model's at exactly the dimensions asked: M, N and K in their places (an
+    entry's N and K differ at 6144x2048x4096; the suite's first shapes are cubes, where a swap
+    would not show)."""
+    from gemmlab.api import candidates, core
+
+    _counting_spec(monkeypatch, lambda p, v: (p.M, p.N, p.K))
+    problem = core.make_problem("hgemm", "bf16", (300, 5000, 7000))
+    fill = candidates.round_fill("hgemm", problem)
+    for shape in ((6144, 2048, 4096), (300, 5000, 7000), (16384, 1024, 4096)):
+        assert fill("persistent", {}, shape) == shape
+        assert fill("persistent", {}, shape) == shape, "and so when remembered"
+
+
+def test_a_spec_registered_again_gets_its_parameters_resolved_again(monkeypatch):
+    """The resolved parameters are kept per candidate beside the fills: a spec registered again
+    (other defaults) must have a candidate's parameters resolved against it, not the old one."""
+    from dataclasses import replace
+
+    from gemmlab import registry
+    from gemmlab.api import candidates, core
+
+    problem = core.make_problem("hgemm", "bf16", (300, 4096, 4096))
+    spec = replace(registry.get("persistent", "hgemm"), round_fill=lambda p, v: v["BN"])
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name, op=None: spec if name == "persistent" else real_get(name, op))
+    monkeypatch.setattr(candidates, "_fills", {})
+    assert candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096)) == spec.defaults["BN"]
+    other_bn = 128 if spec.defaults["BN"] != 128 else 256
+    spec = replace(spec, params=tuple(replace(q, default=other_bn) if q.name == "BN" else q for q in spec.params))
+    assert candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096)) == other_bn
+    assert candidates.round_fill("hgemm", problem)("persistent", {}, (300, 4096, 4096)) == other_bn
+
+
+def test_a_stale_entrys_parameters_leave_its_figure_as_measured(monkeypatch):
+    """A table entry whose parameters the spec now refuses (BN=7) has no fill: refit leaves its
+    figure as measured instead of failing the decision."""
+    from gemmlab.api import candidates, core
+
+    monkeypatch.setattr(dispatch, "_tables", {"gpus": [{"gpu": "G", "arch": "sm_90", "command": "c", "entries": [
+        {"op": "hgemm", "dtype": "bf16", "shape": [4096, 4096, 4096],
+         "candidates": [{"impl": "persistent", "params": {"BN": 7}, "figure": 749.0},
+                        {"impl": "cublas", "params": {}, "figure": 746.0}]}]}]})
+    problem = core.make_problem("hgemm", "bf16", (4096, 4224, 4096))
+    fill = candidates.round_fill("hgemm", problem)
+    assert fill("persistent", {"BN": 7}, (4096, 4224, 4096)) is None
+    choice = dispatch.choose("hgemm", "bf16", (4096, 4224, 4096), "G", "sm_90", fill=fill)
+    assert choice.impl == "persistent" and "(measured" not in choice.reason
+
+
+def test_a_fill_kept_for_a_parameters_object_gone_does_not_answer_for_another_at_its_address(monkeypatch):
+    """Fills are keyed by id(params): a table read again frees its old parameter dicts, and a new
+    dict can take a freed one's address. The kept fill (and resolved parameters) must then be
+    asked again, not given for other parameters; the address reuse is made here, not waited for."""
+    from gemmlab.api import candidates, core
+
+    _counting_spec(monkeypatch, lambda p, v: v["BN"])
+    problem = core.make_problem("hgemm", "bf16", (300, 4096, 4096))
+    old, new = {"BN": 128}, {"BN": 256}
+    assert candidates.round_fill("hgemm", problem)("persistent", old, (128, 4096, 4096)) == 128
+    kept = candidates._fills
+    for key in [k for k in kept if k[2] == id(old)]:  # what a dict at old's address would find
+        kept[key[:2] + (id(new),) + key[3:]] = kept[key]
+    assert candidates.round_fill("hgemm", problem)("persistent", new, (128, 4096, 4096)) == 256

@@ -271,3 +271,15 @@ def test_the_remembered_entries_follow_a_table_replaced_or_grown_and_a_replaced_
     for call in calls:
         _same(dispatch.choose(*call), ref_choose(*call))
     assert "1024x1024x1024" in dispatch.choose(*calls[0]).source
+
+
+def test_the_remembered_entries_follow_a_tables_entries_replaced_by_as_many(monkeypatch):
+    """A table whose list of entries is replaced by another of the same length (an --update of
+    one op's shapes, read into the same table) is read again: its length alone would not tell."""
+    table = _table(_entry("sgemm", (64, 64, 64), ("k1", 9.0, {}), ("cublas", 8.0, {})))
+    monkeypatch.setattr(dispatch, "_tables", table)
+    call = ("sgemm", "fp32", (64, 64, 64), "G", "sm_90")
+    assert dispatch.choose(*call).impl == "k1"
+    table["gpus"][0]["entries"] = [_entry("sgemm", (64, 64, 64), ("k2", 9.0, {}), ("cublas", 8.0, {}))]
+    assert dispatch.choose(*call).impl == "k2"
+    _same(dispatch.choose(*call), ref_choose(*call))

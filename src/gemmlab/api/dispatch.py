@@ -251,7 +251,10 @@ def validate_tables(data: dict) -> list[str]:
                 problems.append(f"a table lacks {key!r}")
         for e in t.get("entries", []):
             figures = [c.get("figure") for c in e.get("candidates", [])]
-            if not figures or any(not isinstance(f, (int, float)) or f <= 0 for f in figures):
+            # a NaN passes "<= 0" and the fastest-first check (a list compares the same NaN object
+            # equal), and json writes it: a failed measurement would ship as the fastest candidate
+            if not figures or any(isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f)
+                                  or f <= 0 for f in figures):
                 problems.append(f"{t.get('gpu')} {e.get('op')} {e.get('shape')}: candidates without figures")
             elif figures != sorted(figures, reverse=True):
                 problems.append(f"{t.get('gpu')} {e.get('op')} {e.get('shape')}: candidates not fastest first")
