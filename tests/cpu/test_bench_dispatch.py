@@ -100,6 +100,25 @@ def test_the_resolver_takes_every_op(no_tuning):
         assert registry.get(name, problem.op).op == problem.op and where.startswith("table: ")
 
 
+def test_the_resolver_reads_a_batched_problem_as_m_n_k_then_batch(no_tuning):
+    """At each bgemm entry of the H100 table, a call of that shape is decided by that entry: the
+    dispatch reads (M, N, K, batch), so a batch count read as M would send 16 512^3 GEMMs to the
+    128^3 x 256 entry."""
+    h100 = _shipped_h100()
+    shapes = [tuple(e["shape"]) for e in h100["entries"] if e["op"] == "bgemm"]
+    assert len(shapes) > 1
+    for m, n, k, batch in shapes:
+        _, _, where = resolve(BatchedGemmProblem(m, n, k, batch=batch), h100["gpu"], h100["arch"])
+        assert where.endswith(f", bgemm fp32 {m}x{n}x{k}x{batch}"), (m, n, k, batch, where)
+
+
+def test_a_fallback_is_not_reported_as_a_table_entry(table):
+    # no table decided: `bench --impl dispatch` says why (no table for the GPU), not "table: fallback"
+    name, params, where = resolve(GemmProblem(4096, 4096, 4096), "GPU Z", "sm_75")
+    assert (name, params) == ("cublas", {})
+    assert where == "no table for GPU Z (sm_75) for sgemm fp32: the fallback (cublas)", where
+
+
 def test_dispatch_expands_to_one_stand_in_per_problem(table):
     problems = [GemmProblem(1024, 1024, 1024), GemmProblem(4096, 4096, 4096), GemmProblem(8192, 8192, 8192)]
     slot = dispatched.slot(problems, resolve, "GPU A", "sm_90")

@@ -250,6 +250,24 @@ def test_from_table_takes_the_tables_best_parameters_of_each_named_kernel(capsys
     assert code == 2 and "--from-table takes the table's parameters" in err
 
 
+def test_from_table_reads_the_entries_measured_with_the_problems_c_type():
+    """A bf16 problem writing a bf16 C: the table's entry measured with a bf16 C decides, whose best
+    persistent tile differs from the fp32-C entry's at the same shape (CM 1 against 2 on the H100)."""
+    from gemmlab.api import dispatch
+    from gemmlab.apichoice import table_params
+
+    h100 = next(t for t in dispatch.tables()["gpus"] if "H100" in t["gpu"])
+    best = {}
+    for e in h100["entries"]:
+        if e["op"] == "hgemm" and e["dtype"] == "bf16" and e["shape"] == [4096, 4096, 4096]:
+            best[e.get("out_dtype", "fp32")] = next(c["params"] for c in e["candidates"] if c["impl"] == "persistent")
+    for out in ("fp32", "bf16"):
+        params, _ = table_params(GemmProblem(4096, 4096, 4096, dtype="bf16", out_dtype=out), "persistent",
+                                 h100["gpu"], h100["arch"])
+        assert params == {k: v for k, v in best[out].items() if k in params}, out
+    assert {k: v for k, v in best["fp32"].items() if k in params} != params, "the two entries must differ to tell"
+
+
 def test_the_selection_on_a_gpu_it_does_not_need(monkeypatch):
     """What profile runs, resolved for a named GPU with none here: --from-table's parameters and
     the API's choice for an H100; on an A100 the wgmma rungs are refused, each with a line."""
