@@ -566,6 +566,14 @@ def test_a_remembered_fill_is_the_models_own_figure_at_the_call_and_the_entry():
     assert checked > 20
 
 
+def _registry_gives(monkeypatch, name, spec):
+    """registry.get gives SPEC for NAME and the registered kernel for any other name."""
+    from gemmlab import registry
+
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda n, op=None: spec if n == name else real_get(n, op))
+
+
 def _counting_spec(monkeypatch, model):
     """registry.get gives a copy of the persistent rung whose round_fill is `model`, counted."""
     from dataclasses import replace
@@ -575,8 +583,7 @@ def _counting_spec(monkeypatch, model):
 
     asked = []
     spec = replace(registry.get("persistent", "hgemm"), round_fill=lambda p, v: asked.append(p) or model(p, v))
-    real_get = registry.get
-    monkeypatch.setattr(registry, "get", lambda name, op=None: spec if name == "persistent" else real_get(name, op))
+    _registry_gives(monkeypatch, "persistent", spec)
     monkeypatch.setattr(candidates, "_fills", {})
     return asked
 
@@ -651,8 +658,7 @@ def test_a_spec_registered_again_gets_its_fill_asked_again(monkeypatch):
     spec = registry.get("persistent", "hgemm")
     first = candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096))  # an entry's shape: kept
     other = replace(spec, round_fill=lambda p, v: 0.125)
-    real_get = registry.get
-    monkeypatch.setattr(registry, "get", lambda name, op=None: other if name == "persistent" else real_get(name, op))
+    _registry_gives(monkeypatch, "persistent", other)
     again = candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096))
     assert first != 0.125 and again == 0.125
 
@@ -682,8 +688,7 @@ def test_a_library_this_process_cannot_call_is_skipped_with_its_reason(monkeypat
 
     monkeypatch.setattr(dispatch, "_tables", TABLE)
     missing = replace(registry.get("cublas", "sgemm"), _available=lambda: "libcublas not found")
-    real_get = registry.get
-    monkeypatch.setattr(registry, "get", lambda name, op=None: missing if name == "cublas" else real_get(name, op))
+    _registry_gives(monkeypatch, "cublas", missing)
     choice, _, _ = core.choose("sgemm", GemmProblem(4096, 4096, 4096, 1.0, 0.0), (4096, 4096, 4096), None, None,
                                "GPU A", "sm_90")
     assert choice.impl == "autotuned" and choice.skipped == ("cublas: libcublas not found",)
@@ -713,12 +718,12 @@ def test_a_spec_registered_again_gets_its_parameters_resolved_again(monkeypatch)
 
     problem = core.make_problem("hgemm", "bf16", (300, 4096, 4096))
     spec = replace(registry.get("persistent", "hgemm"), round_fill=lambda p, v: v["BN"])
-    real_get = registry.get
-    monkeypatch.setattr(registry, "get", lambda name, op=None: spec if name == "persistent" else real_get(name, op))
+    _registry_gives(monkeypatch, "persistent", spec)
     monkeypatch.setattr(candidates, "_fills", {})
     assert candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096)) == spec.defaults["BN"]
     other_bn = 128 if spec.defaults["BN"] != 128 else 256
     spec = replace(spec, params=tuple(replace(q, default=other_bn) if q.name == "BN" else q for q in spec.params))
+    _registry_gives(monkeypatch, "persistent", spec)  # registered again, with another BN default
     assert candidates.round_fill("hgemm", problem)("persistent", {}, (128, 4096, 4096)) == other_bn
     assert candidates.round_fill("hgemm", problem)("persistent", {}, (300, 4096, 4096)) == other_bn
 

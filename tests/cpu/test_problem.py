@@ -1,7 +1,7 @@
 import pytest
 
 from gemmlab.errors import BadArgumentError
-from gemmlab.problem import GemmProblem, parse_shape
+from gemmlab.problem import MAX_DIM, BatchedGemmProblem, GemmProblem, ReduceProblem, parse_shape, size_label
 
 
 def test_parse_shape():
@@ -43,8 +43,6 @@ def test_bad_dims(dims):
 def test_the_bound_leaves_room_to_round_up_to_whole_tiles(dim):
     """A dimension just below 2^31 would overflow the kernels' 32-bit (K + BK - 1) / BK and k0 += BK:
     the bound stops 2^16 short of 2^31, with every tile (BM x CM, BK) well inside that margin."""
-    from gemmlab.problem import MAX_DIM
-
     dims = {"M": 1, "N": 1, "K": 1}
     assert MAX_DIM + 2**16 == 2**31
     GemmProblem(**{**dims, dim: MAX_DIM})
@@ -56,8 +54,6 @@ def test_the_bound_leaves_room_to_round_up_to_whole_tiles(dim):
 
 def test_a_size_at_the_bound_parses():
     # the bound is the largest size the kernels take, not the first they refuse
-    from gemmlab.problem import MAX_DIM
-
     assert parse_shape(f"1x1x{MAX_DIM}") == (1, 1, MAX_DIM)
 
 
@@ -80,16 +76,12 @@ def test_a_negative_size_is_refused_as_out_of_range_not_as_a_non_integer():
 
 def test_the_batch_count_has_the_dimensions_bound():
     # a batch loop steps b += gridDim.z in 32 bits: the same 2^16 margin as M, N and K
-    from gemmlab.problem import MAX_DIM, BatchedGemmProblem
-
     BatchedGemmProblem(1, 1, 1, batch=MAX_DIM)
     with pytest.raises(BadArgumentError, match=r"batch count up to 2\^31 - 65536"):
         BatchedGemmProblem(1, 1, 1, batch=MAX_DIM + 1)
 
 
 def test_a_sum_takes_up_to_2_40_minus_1_elements():
-    from gemmlab.problem import ReduceProblem
-
     assert ReduceProblem((1 << 40) - 1).n == (1 << 40) - 1
     with pytest.raises(BadArgumentError, match=r"at most 2\^40 - 1 elements"):
         ReduceProblem(1 << 40)
@@ -101,8 +93,6 @@ def test_a_sum_takes_up_to_2_40_minus_1_elements():
 def test_size_labels_name_powers_of_two_and_near_misses_only(n, label):
     """A sum's shape in tables: a power of two from 2^4 as 2^k, one from 2^12 within 63 elements as
     2^k+d (the odd tails the kernels are checked at), anything else as its count."""
-    from gemmlab.problem import size_label
-
     assert size_label(n) == label
 
 
