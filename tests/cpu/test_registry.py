@@ -124,3 +124,161 @@ def test_a_problem_too_tall_for_the_grid_is_refused_in_one_line():
     with pytest.raises(BadArgumentError, match=r"vectorize cannot run .* grid \(1, 65536, 1\) past") as info:
         spec.launch(GemmProblem(rows + 1, 64, 64), values)
     assert "\n" not in str(info.value)
+
+
+# -- fourth audit (mutation testing of registry.py): behaviours no test pinned before -------------
+
+def _spec(params=(("A", 1), ("B", 2)), constraints=(), grid=(1, 1, 1), **hooks):
+    """A spec of no real kernel: only what the registry's own checks read."""
+    return registry.KernelSpec(
+        name="fake", op="sgemm", title="t", idea="i", source="none.cu", entry="ns::fake",
+        geometry=lambda problem, values: registry.Launch(grid, (32, 1, 1)),
+        params=tuple(p if isinstance(p, registry.Param) else registry.Param(*p) for p in params),
+        constraints=tuple(registry.Constraint(why, check) for why, check in constraints), **hooks)
+
+
+def test_is_pow2_refuses_zero():
+    """BLOCK's constraint: 0 & -1 == 0, so without the x > 0 guard 0 would pass as a power of two."""
+    assert [n for n in range(-4, 70) if registry.is_pow2(n)] == [1, 2, 4, 8, 16, 32, 64]
+
+
+def test_resolve_turns_given_values_into_ints_and_names_one_that_is_not():
+    """Values come from the command line as text and from numpy as its scalars: resolve gives ints
+    (the template arguments and the database's params), and refuses text that is no integer."""
+    spec = registry.get("vectorize", "sgemm")
+    values = spec.resolve({"BM": "64", "BN": 64.0})
+    assert values["BM"] == 64 and type(values["BM"]) is int and type(values["BN"]) is int
+    with pytest.raises(BadArgumentError, match=r"vectorize: parameter BM='x' is not an integer"):
+        spec.resolve({"BM": "x"})
+
+
+def test_defaults_that_break_a_constraint_are_refused_without_overrides():
+    """resolve() checks the defaults too, not only values a caller gave."""
+    spec = _spec(constraints=[("B must be odd", lambda v: v["B"] % 2 == 1)])
+    with pytest.raises(ConstraintError, match="B must be odd"):
+        spec.resolve()
+    assert spec.resolve({"B": 3}) == {"A": 1, "B": 3}
+
+
+@pytest.mark.parametrize("threads, ok", [(0, False), (1, True), (1024, True), (1025, False)])
+def test_threads_per_block_are_checked_at_both_edges(threads, ok):
+    """A block of 0 threads or of more than 1024 cannot launch; 1 and 1024 can."""
+    spec = _spec(threads=lambda v: v["A"])
+    failed = spec.failed_constraints({"A": threads, "B": 2})
+    assert failed == ([] if ok else ["threads per block must be in 1..1024"])
+
+
+@pytest.mark.parametrize("smem, ok", [(registry.MAX_STATIC_SMEM, True), (registry.MAX_STATIC_SMEM + 1, False)])
+def test_static_shared_memory_is_checked_at_its_edge(smem, ok):
+    """48 KiB of static shared memory is the most a kernel may declare: exactly that passes."""
+    spec = _spec(smem_bytes=lambda v: v["A"])
+    refused = [f"static shared memory must be <= {registry.MAX_STATIC_SMEM} B"]
+    assert spec.failed_constraints({"A": smem, "B": 2}) == ([] if ok else refused)
+
+
+def test_a_constraint_that_reads_a_missing_parameter_counts_as_broken():
+    """A check that raises KeyError (a value left out) is a broken constraint, not a crash."""
+    spec = _spec(constraints=[("C must be set", lambda v: v["C"] > 0)])
+    assert spec.failed_constraints({"A": 1, "B": 2}) == ["C must be set"]
+
+
+def test_the_refusal_names_the_given_parameters_own_rule_before_others():
+    """Of the broken constraints, the message shows the given parameter's own rule ('B must ...'),
+    else one naming it, before the spec's earlier ones (which do not say what was wrong)."""
+    spec = _spec(params=(("A", 1), ("B", 1)),
+                 constraints=[("the block must fit", lambda v: v["A"] + v["B"] < 5),
+                              ("the product of A and B must be small", lambda v: v["A"] * v["B"] < 4),
+                              ("B must be 0 or 1", lambda v: v["B"] in (0, 1))])
+    with pytest.raises(ConstraintError, match=r"breaks constraint: B must be 0 or 1$"):
+        spec.resolve({"B": 5})  # all three broken: B's own rule
+    with pytest.raises(ConstraintError, match=r"breaks constraint: the product of A and B must be small$"):
+        spec.resolve({"A": 4})  # no rule of A's own: the one that names A, before the block's
+
+
+def test_name_expression_leaves_out_launch_time_parameters():
+    """A parameter with template=False (read by the geometry) is no template argument; a spec whose
+    parameters are all such names its entry alone, without '<>'."""
+    spec = _spec(params=(registry.Param("A", 1), registry.Param("S", 4, template=False), registry.Param("B", 2)))
+    assert spec.name_expression({"A": 1, "S": 4, "B": 2}) == "ns::fake<1, 2>"
+    only_launch = _spec(params=(registry.Param("S", 4, template=False),))
+    assert only_launch.name_expression({"S": 4}) == "ns::fake"
+
+
+@pytest.mark.parametrize("grid, ok", [((2**31 - 1, 1, 1), True), ((2**31, 1, 1), False),
+                                      ((1, 1, 65535), True), ((1, 1, 65536), False)])
+def test_a_grid_past_cudas_limits_is_refused_on_every_axis(grid, ok):
+    """grid.x holds at most 2^31-1 blocks, grid.y and grid.z 65535 each (z: split-K slices)."""
+    spec = _spec(grid=grid)
+    if ok:
+        assert spec.launch(GemmProblem(8, 8, 8), spec.defaults).grid == grid
+    else:
+        with pytest.raises(BadArgumentError, match="past"):
+            spec.launch(GemmProblem(8, 8, 8), spec.defaults)
+
+
+def test_workspace_of_a_spec_with_its_own_workspace_hook():
+    """A spec with a workspace hook (stream-K) takes the W pointer and needs what the hook says, even
+    0, over any split-K planes; its flags are the whole of it unless a flags hook says fewer; a spec
+    with neither needs none and clears none."""
+    reduce = _spec()
+    p = GemmProblem(64, 32, 8)
+    own = _spec(grid=(1, 1, 4), workspace=lambda problem, v: v["A"], splitk_reduce=reduce)
+    assert own.takes_workspace
+    assert own.workspace_floats(p, {"A": 0, "B": 2}) == 0, "the hook's 0, not 4 planes of 64x32"
+    assert own.workspace_floats(p, {"A": 100, "B": 2}) == 100
+    assert own.workspace_flag_floats(p, {"A": 100, "B": 2}) == 100
+    flagged = _spec(workspace=lambda problem, v: 100, workspace_flags=lambda problem, v: 8)
+    assert flagged.takes_workspace and flagged.workspace_flag_floats(p, {}) == 8
+    assert _spec(workspace=lambda problem, v: 0, workspace_flags=lambda problem, v: 8).workspace_flag_floats(p, {}) == 0
+    plain = _spec()
+    assert not plain.takes_workspace
+    assert plain.workspace_floats(p, plain.defaults) == 0 and plain.workspace_flag_floats(p, plain.defaults) == 0
+
+
+def test_a_variant_is_its_kernel_with_other_defaults():
+    """variant() keeps the kernel (same_as names it, no rung of its own) and refuses a parameter the
+    kernel does not have rather than dropping it."""
+    base = registry.get("vectorize", "sgemm")
+    v = base.variant("vec_small", "t", "i", BM=64)
+    assert v.same_as == "vectorize" and v.rung is None and v.defaults == {**base.defaults, "BM": 64}
+    with pytest.raises(ValueError, match=r"vectorize has no parameters \['XX'\]"):
+        base.variant("v2", "t", "i", XX=1)
+
+
+def _fake_registry(monkeypatch, *impls):
+    registry.all_impls()  # the real package loaded first: _load() does not run again under the stand-in
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+    registry.register(*impls)
+
+
+def _impl(name, op="sgemm", kind="kernel", rung=None):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, op=op, kind=kind, rung=rung, seed="")
+
+
+def test_all_impls_orders_rungs_by_number_then_variants_then_baselines(monkeypatch):
+    """Ladder order does not depend on registration order: rungs by number, variants as registered,
+    baselines last even where one was registered before a kernel."""
+    _fake_registry(monkeypatch, _impl("cublas", kind="baseline"), _impl("var1"), _impl("r2", rung=2),
+                   _impl("torch", kind="baseline"), _impl("r1", rung=1), _impl("var2"))
+    assert [i.name for i in registry.all_impls("sgemm")] == ["r1", "r2", "var1", "var2", "cublas", "torch"]
+
+
+def test_family_is_the_ladder_or_the_seeds_first_word():
+    """A rung climbs the ladder; a seed's variant belongs to its seed's first word ('002 tiled' is
+    seed 002's sequence), a baseline to the baselines."""
+    assert registry.family(registry.get("naive", "sgemm")) == "ladder"
+    assert registry.family(registry.get("tiled", "sgemm")) == "002"
+    assert registry.family(registry.get("cublas", "sgemm")) == "baseline"
+
+
+def test_get_prefers_the_ops_own_then_sgemms_then_any(monkeypatch):
+    """A name in several ops is the asked op's, else sgemm's whatever was registered first; a name
+    of one op is found without naming it."""
+    _fake_registry(monkeypatch, _impl("torch", op="reduce"), _impl("only_h", op="hgemm"), _impl("torch"))
+    assert registry.get("torch").op == "sgemm"
+    assert registry.get("torch", "reduce").op == "reduce"
+    assert registry.get("torch", "hgemm").op == "sgemm"
+    assert registry.get("only_h").op == "hgemm"
+

@@ -540,3 +540,208 @@ def test_a_damage_report_of_several_lines_is_refused_in_one(tmp_path):
     assert "\n" not in why
     assert why.endswith("is damaged (SQLite quick_check: *** in database main *** On tree page 3 cell 0: "
                         "invalid page number 99); name another one with --db")
+
+
+# -- fourth audit (mutation testing of store.py): behaviours no test pinned before ----------------
+
+
+def _foreign_with_tables(path, names):
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for name in names:
+            db.execute(f"CREATE TABLE {name} (x)")
+        db.commit()
+
+
+@pytest.mark.parametrize("names, shown", [
+    (["e", "d", "c", "b", "a"], "a, b, c, d, e)"),
+    (["f", "e", "d", "c", "b", "a"], "a, b, c, d, e, ...)"),
+])
+def test_another_programs_database_is_named_by_its_first_five_tables(tmp_path, names, shown):
+    """The refusal shows the foreign file's tables sorted, five at most, and '...' only where
+    there are more than five: the user recognises which program's file was named."""
+    path = tmp_path / "other.db"
+    _foreign_with_tables(path, names)
+    with pytest.raises(BadArgumentError) as info:
+        ResultStore(path)
+    assert f"(tables: {shown}; name another file with --db" in str(info.value)
+
+
+_V1_RUNS = (("id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("started", "TEXT NOT NULL"), ("kind", "TEXT NOT NULL"),
+            ("command", "TEXT"), ("env", "TEXT"), ("git_rev", "TEXT"), ("gpu", "TEXT"))
+
+
+def _gemmlab_like(path, version):
+    """A file with gemmlab's schema-1 tables made by hand, stamped with `version`."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for table, schema in (("runs", _V1_RUNS), ("results", store_mod._V1_RESULT_SCHEMA)):
+            db.execute(f"CREATE TABLE {table} ({', '.join(f'{name} {sqltype}' for name, sqltype in schema)})")
+        db.execute(f"PRAGMA user_version = {version}")
+        db.commit()
+    return path
+
+
+def test_a_file_stamped_with_a_later_version_lacking_its_columns_is_refused(tmp_path, monkeypatch):
+    """The columns are checked against the schema of the file's own version (every migration up to
+    it), not version 1's: a file stamped 2 without version 2's column is not gemmlab's."""
+    def v2(db):
+        db.execute("ALTER TABLE results ADD COLUMN occupancy REAL")
+
+    monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, v2])
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    path = _gemmlab_like(tmp_path / "r.db", 2)
+    with pytest.raises(BadArgumentError, match="is an SQLite database of another program"):
+        ResultStore(path)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("ALTER TABLE results ADD COLUMN occupancy REAL")
+        db.commit()
+    with ResultStore(path) as s:
+        assert s.schema_version == 2
+
+
+def test_integrity_false_skips_the_damage_check():
+    """refusal(integrity=False) does not run quick_check (it reads the whole file): a report of
+    damage is not looked for, so the file is not refused for it."""
+    from gemmlab.store import refusal
+
+    class Damaged:  # a gemmlab file's answers, but any quick_check reports damage
+        def __init__(self, db):
+            self.db, self.in_transaction = db, db.in_transaction
+
+        def execute(self, sql):
+            if sql.startswith("PRAGMA quick_check"):
+                return [("On tree page 3 cell 0: invalid page number 99",)]
+            return self.db.execute(sql)
+
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        store_mod._schema_v1(db)
+        db.execute("PRAGMA user_version = 1")
+        assert refusal(Damaged(db), "x.db", integrity=False) is None
+        assert "is damaged" in refusal(Damaged(db), "x.db", integrity=True)
+
+
+def test_a_store_opened_without_integrity_does_not_check_the_whole_file(tmp_path, monkeypatch):
+    """ResultStore(integrity=False) hands integrity=False on to the refusal check (the API's tuning
+    reader opens with it so as not to read a large file through at every first call)."""
+    path = _tuned_db(tmp_path / "t.db")
+    seen = []
+    real = store_mod.refusal
+    monkeypatch.setattr(store_mod, "refusal", lambda db, p, integrity=True, named_by="--db":
+                        seen.append((integrity, named_by)) or real(db, p, integrity, named_by))
+    ResultStore(path, integrity=False, write=False, named_by="GEMMLAB_DB").close()
+    ResultStore(path).close()
+    assert seen == [(False, "GEMMLAB_DB"), (True, "--db")]
+
+
+def test_a_refusal_names_the_setting_the_caller_gave(tmp_path):
+    """named_by is what the user changes to name another file (GEMMLAB_DB for the API's reader):
+    every refusal says it, the foreign-file one included."""
+    path = tmp_path / "other.db"
+    _foreign_with_tables(path, ["notes"])
+    with pytest.raises(BadArgumentError, match=r"name another file with GEMMLAB_DB$"):
+        ResultStore(path, write=False, named_by="GEMMLAB_DB")
+
+
+def test_retry_gives_up_on_a_lock_after_its_tries_and_raises_other_errors_at_once(monkeypatch):
+    """_retry waits out 'database is locked' a bounded number of times and then raises it (never
+    returns None as if the statement had run); any other error is raised at its first try."""
+    monkeypatch.setattr(store_mod.time, "sleep", lambda s: None)
+    calls = []
+
+    def locked():
+        calls.append(1)
+        raise sqlite3.OperationalError("database is locked")
+
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        ResultStore._retry(locked, tries=4)
+    assert len(calls) == 4
+    calls.clear()
+
+    def other():
+        calls.append(1)
+        raise sqlite3.OperationalError("no such table: runs")
+
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        ResultStore._retry(other, tries=4)
+    assert len(calls) == 1
+
+
+def test_a_migration_that_fails_leaves_the_file_at_its_version_and_unlocked(tmp_path, monkeypatch):
+    """A migration step that raises (here not an SQLite error, as an interrupt would) is rolled back
+    at once: the file keeps its version and columns, and no write lock is left held by the
+    half-made store (another writer could not start until it was collected)."""
+    path = tmp_path / "r.db"
+    with ResultStore(path) as s:
+        s.add_result(s.start_run("bench"), impl="k")
+
+    def v2(db):
+        db.execute("ALTER TABLE results ADD COLUMN occupancy REAL")
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(store_mod, "MIGRATIONS", [*store_mod.MIGRATIONS, v2])
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    with pytest.raises(RuntimeError, match="interrupted") as info:
+        ResultStore(path)
+    with contextlib.closing(sqlite3.connect(path, timeout=0, isolation_level=None)) as db:
+        db.execute("BEGIN IMMEDIATE")  # "database is locked" while the failed migration holds it
+        db.execute("ROLLBACK")
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert "occupancy" not in {r[1] for r in db.execute("PRAGMA table_info(results)")}
+    del info
+
+
+def test_flags_are_stored_as_0_or_1_and_none_stays_null(tmp_path):
+    """flush and clock_warning are booleans: any truthy value reads back 1, a falsy one 0, and a
+    flag not known (None) stays NULL rather than becoming 'no'."""
+    s = ResultStore(tmp_path / "r.db")
+    run = s.start_run("bench")
+    s.add_result(run, impl="a", flush=5, clock_warning=[])
+    s.add_result(run, impl="b", flush=None, clock_warning=None)
+    a, b = s.results()
+    assert (a["flush"], a["clock_warning"]) == (1, 0)
+    assert (b["flush"], b["clock_warning"]) == (None, None)
+
+
+def test_status_and_impl_kind_may_be_left_unknown(tmp_path):
+    """status=None and impl_kind=None (a point not verified, a row of another tool) are taken as
+    NULL; only a value outside the known ones is refused."""
+    s = ResultStore(tmp_path / "r.db")
+    run = s.start_run("bench")
+    s.add_result(run, impl="a", status=None, impl_kind=None)
+    assert [(r["status"], r["impl_kind"]) for r in s.results()] == [(None, None)]
+
+
+def test_json_columns_are_stored_with_sorted_keys(tmp_path):
+    """params and extra are written as JSON with sorted keys, so the same parameters give the same
+    text whatever order a caller built them in (SQL reads compare and group params as text)."""
+    s = ResultStore(tmp_path / "r.db")
+    run = s.start_run("tune", env={"git": "x", "a": 1})
+    s.add_result(run, params={"BN": 64, "BM": 128}, extra={"z": 1, "a": 2})
+    s.add_result(run, params={"BM": 128, "BN": 64})
+    texts = [r["params"] for r in s.query("SELECT params FROM results ORDER BY id")]
+    assert texts == ['{"BM": 128, "BN": 64}'] * 2
+    assert s.query("SELECT extra FROM results WHERE extra IS NOT NULL") == [{"extra": '{"a": 2, "z": 1}'}]
+    assert s.query("SELECT env FROM runs") == [{"env": '{"a": 1, "git": "x"}'}]
+
+
+
+def _open_fds_to(path):
+    fds = "/proc/self/fd"
+    out = []
+    for fd in os.listdir(fds):
+        with contextlib.suppress(OSError):
+            if os.readlink(os.path.join(fds, fd)) == str(path):
+                out.append(fd)
+    return out
+
+
+def test_a_refused_file_is_not_left_open(tmp_path):
+    """A refusal closes the connection it opened to look: the refused file is not held open while the
+    error (and its traceback, which holds the half-made store) lives on in the caller."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("no /proc/self/fd to count open files")
+    path = tmp_path / "other.db"
+    _foreign_with_tables(path, ["notes"])
+    with pytest.raises(BadArgumentError) as info:
+        ResultStore(path)
+    assert _open_fds_to(path.resolve()) == []
+    del info
