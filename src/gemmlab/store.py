@@ -185,7 +185,7 @@ class ResultStore:
             reason = "read-only" if "readonly" in str(exc) else str(exc)
             raise BadArgumentError(f"{self.path} is not a usable gemmlab results database ({reason}); "
                                    f"name another one with {named_by}") from None
-        except BadArgumentError:
+        except BaseException:  # a refusal, a failed migration, an interrupt: the file is not left open
             self._db.close()
             raise
 

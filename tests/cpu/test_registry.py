@@ -281,4 +281,3 @@ def test_get_prefers_the_ops_own_then_sgemms_then_any(monkeypatch):
     assert registry.get("torch", "reduce").op == "reduce"
     assert registry.get("torch", "hgemm").op == "sgemm"
     assert registry.get("only_h").op == "hgemm"
-

@@ -164,12 +164,14 @@ def _write_then_die(path, n):
 
 
 def _writer(path, tag, n, barrier):
-    barrier.wait()  # both processes create the schema and write at the same moment
+    # a timeout: where the other writer died, this one fails instead of waiting for ever (a
+    # child left waiting kept pytest from exiting, so a regression there hung CI)
+    barrier.wait(60)  # both processes create the schema and write at the same moment
     s = ResultStore(path)
     run = s.start_run("tune", tag, {"git": tag})
     # and both write their rows at once: without this the first often finished its rows while the
     # second was still opening, and a writer that fails at once on a locked database passed
-    barrier.wait()
+    barrier.wait(60)
     for i in range(n):
         s.add_result(run, impl=tag, seed=i, params={"i": i})
     s.close()
@@ -195,6 +197,10 @@ def test_concurrent_writers(tmp_path):
         p.start()
     for p in procs:
         p.join(120)
+    for p in procs:  # one still running is a failure below, not a child pytest waits for at exit
+        if p.is_alive():
+            p.kill()
+            p.join(10)
     assert [p.exitcode for p in procs] == [0, 0]
     s = ResultStore(path)
     assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -686,6 +692,8 @@ def test_a_migration_that_fails_leaves_the_file_at_its_version_and_unlocked(tmp_
         db.execute("ROLLBACK")
         assert db.execute("PRAGMA user_version").fetchone()[0] == 1
         assert "occupancy" not in {r[1] for r in db.execute("PRAGMA table_info(results)")}
+    if os.path.isdir("/proc/self/fd"):  # nor the file left open by the half-made store
+        assert _open_fds_to(path.resolve()) == []
     del info
 
 
