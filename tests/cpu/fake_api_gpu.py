@@ -62,6 +62,11 @@ class Events(list):
     capturing: set
 
 
+def ran(events) -> bool:
+    """Whether a kernel was launched: a refusal must come before any."""
+    return any(e[0] == "run" for e in events)
+
+
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """The API as on one H100, with no GPU: returns the list of events (launches, copies, stream waits)."""

@@ -17,13 +17,9 @@ from gemmlab.errors import BadArgumentError
 from gemmlab.problem import MAX_DIM
 
 from . import fake_api_gpu
-from .fake_api_gpu import CAI
+from .fake_api_gpu import CAI, ran as _ran
 
 fake_gpu = fake_api_gpu.fake_gpu  # the fixture (a name bound here, so no unused import)
-
-
-def _ran(events) -> bool:
-    return any(e[0] == "run" for e in events)
 
 
 # -- alpha and beta (checks.real) -----------------------------------------------------------------

@@ -14,13 +14,9 @@ import gemmlab
 from gemmlab.api import checks, interface, streams
 from gemmlab.errors import BadArgumentError
 
-from .fake_api_gpu import CAI, fake_gpu  # noqa: F401  (the fixture)
+from .fake_api_gpu import CAI, fake_gpu, ran as _ran  # noqa: F401  (the fixture)
 
 H100 = "NVIDIA H100 80GB HBM3"
-
-
-def _ran(events) -> bool:
-    return any(e[0] == "run" for e in events)
 
 
 # -- the __cuda_array_interface__ dict ------------------------------------------------------------

@@ -651,24 +651,16 @@ def test_retry_gives_up_on_a_lock_after_its_tries_and_raises_other_errors_at_onc
     """_retry waits out 'database is locked' a bounded number of times and then raises it (never
     returns None as if the statement had run); any other error is raised at its first try."""
     monkeypatch.setattr(store_mod.time, "sleep", lambda s: None)
-    calls = []
+    for message, tries in (("database is locked", 4), ("no such table: runs", 1)):
+        calls = []
 
-    def locked():
-        calls.append(1)
-        raise sqlite3.OperationalError("database is locked")
+        def failing():
+            calls.append(1)
+            raise sqlite3.OperationalError(message)
 
-    with pytest.raises(sqlite3.OperationalError, match="locked"):
-        ResultStore._retry(locked, tries=4)
-    assert len(calls) == 4
-    calls.clear()
-
-    def other():
-        calls.append(1)
-        raise sqlite3.OperationalError("no such table: runs")
-
-    with pytest.raises(sqlite3.OperationalError, match="no such table"):
-        ResultStore._retry(other, tries=4)
-    assert len(calls) == 1
+        with pytest.raises(sqlite3.OperationalError, match=message):
+            ResultStore._retry(failing, tries=4)
+        assert len(calls) == tries, message
 
 
 def test_a_migration_that_fails_leaves_the_file_at_its_version_and_unlocked(tmp_path, monkeypatch):
