@@ -54,11 +54,6 @@ def test_a_partial_warp_costs_a_whole_warp():
     assert (o.blocks_per_sm, o.active_warps, o.occupancy) == (32, 64, 1.0)
 
 
-def test_the_warp_limit_rounds_down():
-    o = occupancy("sm_90", 768, 32)  # 24 warps a block: 64 // 24 = 2 blocks, not 3
-    assert o.blocks_by["threads"] == 2 and o.blocks_per_sm == 2 and o.occupancy == 0.75
-
-
 @pytest.mark.parametrize("arch,blocks,warps", [("sm_80", 32, 64), ("sm_89", 24, 48), ("sm_90", 32, 64)])
 def test_the_block_cap_of_each_architecture(arch, blocks, warps):
     o = occupancy(arch, 32, 16)  # one-warp blocks: only the cap limits
@@ -162,11 +157,6 @@ def test_absolute_and_negated_absolute_registers_are_read():
 def test_an_ffma_with_modifiers_is_an_ffma_and_nops_are_not_counted():
     r = register_report(_lines("FFMA.FTZ R1, R2, R4, R6", "NOP", "FFMA.RZ R3, R2, R5, R8"))
     assert (r.instructions, r.ffma, r.ffma_reads, r.ffma_conflicts) == (2, 2, 6, 1) and r.ffma_share == 1.0
-
-
-def test_reuse_flags_count_on_every_instruction():
-    r = register_report(_lines("IMAD R1, R2.reuse, R3, R4", "FFMA R5, R2, R7, R9"))
-    assert r.reuse_flags == 1 and r.ffma_from_reuse == 1 and r.ffma_reads == 3
 
 
 def test_a_reuse_cache_serves_only_its_own_slot():
@@ -311,15 +301,6 @@ def test_rows_are_selected_by_run_in_order_and_json_is_stored_sorted(tmp_path):
     assert db.execute("SELECT params FROM analyses WHERE impl = 'a'").fetchone()[0] == '{"BM": 64, "TN": 8}'
 
 
-def test_a_database_without_the_table_reads_empty(tmp_path):
-    import sqlite3
-
-    from gemmlab.profile import rows
-
-    db = sqlite3.connect(tmp_path / "bare.db")
-    assert rows.select(db, "profiles") == []
-
-
 def test_an_unknown_field_is_refused(tmp_path):
     from gemmlab.profile import rows
 
@@ -352,17 +333,3 @@ def test_csv_export_writes_json_columns_as_json(tmp_path):
                           tmp_path / "a.csv", table="analyses")
     (row,) = list(csv.DictReader(out.open(newline="")))
     assert row["params"] == '{"BM": 64, "TN": 8}' and row["occupancy"] == "" and row["impl"] == "a"
-
-
-def test_a_foreign_table_without_gemmlabs_keys_is_refused(tmp_path):
-    import sqlite3
-
-    from gemmlab.profile import rows
-
-    path = tmp_path / "foreign.db"
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE analyses (impl TEXT, note TEXT)")
-    with pytest.raises(BadArgumentError) as e:
-        rows.check_tables(path)
-    assert str(e.value) == (f"{path} has a analyses table not gemmlab's (gemmlab keeps its analyses rows there): "
-                            "name another file with --db")
