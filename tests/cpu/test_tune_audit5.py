@@ -1,7 +1,8 @@
 """Tests that could not fail, fifth audit (a helper's mutants of the tuner: tune/space.py, search.py,
 sweeps.py, tuner.py, harness/tuned.py and harness/tables.py). Each test below kills mutants that
 the CPU suite let live: it fails with them and passes without. CPU only and no process started:
-the executor, the compile stream, the cluster session and the clock are stand-ins defined here."""
+the executor, the compile stream, the cluster session and the clock are stand-ins defined here.
+The last test is the audit's one source fix: a relative GEMMLAB_DB no longer follows os.chdir."""
 from __future__ import annotations
 
 import random
@@ -588,3 +589,32 @@ def test_points_without_a_time_are_listed_with_their_reasons_and_clock_warnings_
         "| vectorize | 64x64x64 | ERROR | out of registers |", "| tiled | 64x64x64 | FAIL | off by 1 |"]
     assert failures_table(pts[:1] + pts[3:]) is None
     assert clock_warnings(pts) == ["cublas at 64x64x64: SM clock fell to 1200 MHz (< 90% of max) while timing"]
+
+
+# ---------------------------------------------------------------- the API's tuned parameters, from any folder
+
+def test_a_relative_gemmlab_db_stays_the_file_it_named_after_a_chdir(tmp_path, monkeypatch):
+    """GEMMLAB_DB=t.db read from folder a, then os.chdir(b): the shapes looked up before kept a/t.db's
+    parameters, those after it found no b/t.db (a warning, the table's parameters) - one program, two
+    answers by the order of its calls. It is the file named when first read, as use_tuning's path is."""
+    import warnings
+
+    from gemmlab.api import tuning
+
+    from .test_tuned_params_scope import _named_by_env, _tuned_db
+
+    spec = registry.get("bigtile", "sgemm")
+    tuned = {**spec.defaults, "BM": 64, "NT": 128, "MINB": 2}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _tuned_db(tmp_path / "a" / "t.db", "bigtile", tuned)
+    monkeypatch.chdir(tmp_path / "a")
+    monkeypatch.setattr(tuning, "_env_files", {}, raising=False)  # no value read before
+    _named_by_env(monkeypatch, "t.db")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tuning.tuned_params(spec, GemmProblem(4096, 4096, 4096), "GPU A") == tuned
+        monkeypatch.chdir(tmp_path / "b")
+        assert tuning.tuned_params(spec, GemmProblem(2048, 2048, 2048), "GPU A") == tuned
+    assert tuning.database() == str(tmp_path / "a" / "t.db")
+    assert tuning.describe() == f"{tmp_path / 'a' / 't.db'} (GEMMLAB_DB)"

@@ -19,6 +19,7 @@ _cache: dict[tuple, dict] = {}
 _lock = threading.Lock()
 _MISSING = object()  # a key not looked up yet (None is a lookup that found nothing)
 _warned: set[str] = set()  # missing databases already warned of, once a path per process
+_env_files: dict[str, str] = {}  # a GEMMLAB_DB value -> the file it named when first read (absolute)
 
 
 def use_tuning(path: str | os.PathLike | None) -> None:
@@ -56,7 +57,16 @@ def use_tuning(path: str | os.PathLike | None) -> None:
 
 def database() -> str | None:
     """The database in use: the one named by use_tuning(), else $GEMMLAB_DB, else none."""
-    return _named or os.environ.get("GEMMLAB_DB") or None
+    if _named:
+        return _named
+    env = os.environ.get("GEMMLAB_DB")
+    if not env:
+        return None
+    # A relative GEMMLAB_DB is the file it named when first read, as use_tuning's path is: read
+    # again after an os.chdir it named another file (or none), so the shapes looked up before the
+    # chdir kept one file's parameters, and those after it took another's or warned of a missing one.
+    with _lock:
+        return _env_files.setdefault(env, str(Path(env).absolute()))
 
 
 def describe() -> str:
