@@ -65,8 +65,10 @@ def database() -> str | None:
     # A relative GEMMLAB_DB is the file it named when first read, as use_tuning's path is: read
     # again after an os.chdir it named another file (or none), so the shapes looked up before the
     # chdir kept one file's parameters, and those after it took another's or warned of a missing one.
-    with _lock:
-        return _env_files.setdefault(env, str(Path(env).absolute()))
+    path = _env_files.get(env)  # the common case: one dict hit, no path built
+    if path is None:  # setdefault keeps the first reader's path if two threads race here
+        path = _env_files.setdefault(env, str(Path(env).absolute()))
+    return path
 
 
 def describe() -> str:
