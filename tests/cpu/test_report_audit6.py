@@ -652,3 +652,18 @@ def test_bandwidth_is_the_newest_measured_on_the_gpu_named_or_any():
     data = _data(runs, bandwidth=bandwidth)
     assert data.dram_gbps("GPU A") == (1100.0, "copy, 1,100 GB/s (run 1)")
     assert data.dram_gbps() == (3000.0, "triad, 3,000 GB/s (run 2)")
+
+
+def test_an_hgemm_kernel_this_gemmlab_does_not_know_keeps_its_rows_in_the_report():
+    """Was: `gemmlab report` refused the whole database ("error: unknown kernel 'wgmma_v0'") when an hgemm
+    bench row named a kernel renamed or removed since the run: harness.tables looked its ladder up in the
+    registry for the speedup table, which the report drops. The SGEMM tables took such names already."""
+    from gemmlab.report.op_tables import op_bench_tables, op_headline
+
+    data = _hgemm_data()
+    for r in data.results:
+        if r["impl"] == "tma_wgmma":
+            r["impl"] = "wgmma_v0"
+    gflops = op_bench_tables(data, data.runs[1], "hgemm")[0]
+    assert gflops.rows[1] == ["wgmma_v0", "107,374", "245,427"]
+    assert "the fastest gemmlab kernel is **wgmma_v0**, 107.1% of cublas" in op_headline(data, "hgemm")

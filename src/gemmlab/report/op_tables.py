@@ -35,6 +35,17 @@ def problem_of_row(op: str, r: dict):
     return problem_from_dict(fields)
 
 
+def _known(impl: str, op: str) -> bool:
+    from .. import registry
+    from ..errors import GemmlabError
+
+    try:
+        registry.get(impl, op)
+    except GemmlabError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class RowPoint:
     """A results row where harness.tables and an op's metric functions expect a benchmark point."""
@@ -48,7 +59,11 @@ class RowPoint:
 
     @property
     def impl_kind(self) -> str:
-        return self.row.get("impl_kind") or "kernel"
+        """The row's kind; a kernel this gemmlab does not know (renamed or removed since the run) as
+        'unknown': harness.tables would look its ladder up in the registry for the speedup table, which
+        the report does not show, and the whole report was refused over it."""
+        kind = self.row.get("impl_kind") or "kernel"
+        return "unknown" if kind == "kernel" and not _known(self.impl, self.op) else kind
 
     @property
     def status(self) -> str:
