@@ -56,23 +56,63 @@ def test_each_answer_goes_with_its_task_from_its_pinned_gpu_and_an_error_answer_
 
 
 def test_a_candidate_counts_as_hung_once_past_the_timeout(monkeypatch):
-    """The pool's clock (stood in for): the hung candidate started at 0 and the clock reads 1.5 s
-    with --timeout 1, so it is ended at that check; a clock read past it means it waited longer."""
+    """The pool's clock (stood in for): the candidate is sent at 0, its process says it is ready
+    at 0.5 (the clock starts again there) and the clock reads 2.0 with --timeout 1, so it is
+    ended at that check; a clock read past it means it waited longer."""
     from gemmlab.tune import worker
 
-    readings = iter([0.0, 1.5])
+    readings = iter([0.0, 0.5, 2.0])
 
     def monotonic():
         reading = next(readings, None)
-        assert reading is not None, "the hung candidate was not ended at 1.5 s with --timeout 1"
+        assert reading is not None, "the hung candidate was not ended at 1.5 s past its start with --timeout 1"
         return reading
 
     pool = WorkerPool(task_path=f"{HERE}:answer", timeout_s=1.0)
+    assert pool._slots[0].conn.poll(60), "the worker process never said it was ready"
     monkeypatch.setattr(worker, "time", SimpleNamespace(monotonic=monotonic))
     seen = []
     pool.run(iter([{"x": 0, "sleep": 600}]), lambda task, result: seen.append(result))
     assert seen == [{"status": "ERROR", "reason": "timed out after 1 s", "fatal": True, "worker": "local"}]
     assert pool.restarts == 1
+
+
+SLOW_START = "tests.cpu.slow_start_tasks:answer"
+
+
+def test_a_new_workers_start_up_is_not_the_candidates_time(monkeypatch):
+    """A process that takes 2 s to start (a real one: imports and a CUDA context, after every
+    crash) and a candidate of 2 s, with --timeout 3.5: each is within it, so the candidate
+    passes, in the pool and in a Dask worker's call. Counted from the send, as it once was,
+    the two together ran past it and a good candidate was recorded as timed out."""
+    monkeypatch.setenv("GEMMLAB_TEST_PREPARE_S", "2.0")
+    seen = []
+    WorkerPool(task_path=SLOW_START, timeout_s=3.5).run(iter([{"x": 0, "sleep": 2.0}]),
+                                                        lambda task, result: seen.append(result))
+    assert seen == [{"status": "PASS", "x": 0, "fatal": False, "worker": "local"}]
+    process = CandidateProcess(task_path=SLOW_START)
+    try:
+        assert process.call({"x": 1, "sleep": 2.0}, 3.5) == {"status": "PASS", "x": 1, "fatal": False}
+    finally:
+        process.close()
+
+
+def test_a_worker_that_never_starts_is_named_as_such(monkeypatch):
+    """A process still starting when the timeout has passed (a CUDA context that never comes)
+    is ended, and the candidate's row says the worker did not start, not that it hung."""
+    monkeypatch.setenv("GEMMLAB_TEST_PREPARE_S", "600")
+    seen = []
+    pool = WorkerPool(task_path=SLOW_START, timeout_s=1.0)
+    pool.run(iter([{"x": 0}]), lambda task, result: seen.append(result))
+    assert seen == [{"status": "ERROR", "reason": "the worker did not start within 1 s", "fatal": True,
+                     "worker": "local"}]
+    assert pool.restarts == 1
+    process = CandidateProcess(task_path=SLOW_START)
+    try:
+        assert process.call({"x": 1}, 1.0) == {"status": "ERROR", "reason": "the worker did not start within 1 s",
+                                               "fatal": True}
+    finally:
+        process.close()
 
 
 def test_a_dask_workers_call_waits_the_whole_timeout():
@@ -577,14 +617,14 @@ def test_a_retry_with_one_worker_left_goes_to_that_worker(dask_run):
 
 
 def test_a_trial_that_never_answers_is_given_up_after_the_queue_and_the_grace(dask_run):
-    """2 in flight per worker x 5 s + 60 s of grace = 70 s: at the first look past it (80 s on a
-    clock that moves 10 s a look) the trial is cancelled and retried, once, then recorded with the
-    worker that held it."""
+    """2 in flight per worker x (5 s to run + 5 s for a new candidate process to start) + 60 s of
+    grace = 80 s: at the first look past it (90 s on a clock that moves 10 s a look) the trial is
+    cancelled and retried, once, then recorded with the worker that held it."""
     executor, client, seen, clock = dask_run(lambda x, attempt, workers: None, xs=[0])
-    assert seen == {0: {"status": "ERROR", "fatal": True, "reason": "no answer from the cluster after 70 s",
-                        "extra": {"retried_after": "no answer from the cluster after 70 s",
+    assert seen == {0: {"status": "ERROR", "fatal": True, "reason": "no answer from the cluster after 80 s",
+                        "extra": {"retried_after": "no answer from the cluster after 80 s",
                                   "first_worker": "tcp://a:1"}}}
-    assert clock == [160.0] and all(f.cancelled for f in client.futures) and executor.restarts == 1
+    assert clock == [180.0] and all(f.cancelled for f in client.futures) and executor.restarts == 1
 
 
 @pytest.mark.parametrize("future, client_status", [(("cancelled", None), "running"), (("lost", None), "failed")])

@@ -42,8 +42,9 @@ class DaskExecutor:
 
     @property
     def deadline_s(self) -> float:
-        """A queued trial may wait for the ones before it on its worker, each up to timeout_s."""
-        return self.depth * self.timeout_s + CLIENT_GRACE_S
+        """A queued trial may wait for the ones before it on its worker, each up to timeout_s to
+        run and, after a crash, timeout_s more for the new candidate process to start."""
+        return self.depth * 2 * self.timeout_s + CLIENT_GRACE_S
 
     def _addresses(self) -> list[str]:
         return [a for a, w in self.session.refresh().items() if w.model == self.model]

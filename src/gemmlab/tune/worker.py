@@ -18,6 +18,7 @@ from multiprocessing.connection import wait
 from typing import Callable, Iterator
 
 DEFAULT_TASK = "gemmlab.tune.worker:run_candidate"
+READY = {"ready": True}  # a worker's first message: prepared, reading tasks from now on
 
 
 def resolve(path: str) -> Callable[[dict], dict]:
@@ -41,6 +42,7 @@ def _worker_main(conn, device: int | None, task_path: str) -> None:
     prepare = getattr(importlib.import_module(task_path.partition(":")[0]), "prepare_worker", None)
     if prepare is not None:  # imports and the CUDA context, while the first point still compiles
         prepare()
+    conn.send(READY)  # the parent's clock for a task starts now: start-up is not the candidate's time
     while True:
         try:
             task = conn.recv()
@@ -121,7 +123,8 @@ class CandidateProcess:
         self.device, self.task_path = device, task_path
         self.process = self.conn = None
         self.task: dict | None = None
-        self.started = 0.0
+        self.started = 0.0  # when the task in flight was sent, or when the process said it was ready
+        self.ready = False
         self._ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
 
     def start(self) -> None:
@@ -132,38 +135,50 @@ class CandidateProcess:
                                              daemon=True)
             self.process.start()
             child.close()
-            self.conn = parent
+            self.conn, self.ready = parent, False
 
     def send(self, task: dict) -> None:
         self.start()
         self.task, self.started = task, time.monotonic()
         self.conn.send(task)
 
-    def receive(self) -> dict:
+    def receive(self, now: float) -> dict | None:
         """The answer to the task in flight (call when conn is readable): a dead process is an
-        ERROR result, and a fatal result or a death replaces the process."""
+        ERROR result, and a fatal result or a death replaces the process. None where the message
+        was the process saying it is ready: the task's clock starts again at `now`, so a new
+        process's imports and CUDA context (seconds; after every crash) never count against the
+        candidate's --timeout."""
         try:
             result = self.conn.recv()
         except (EOFError, OSError):
             self.process.join(5)
             result = {"status": "ERROR", "reason": f"the worker died (exit code {self.process.exitcode})",
                       "fatal": True}
+        if result == READY:
+            self.ready, self.started = True, max(self.started, now)
+            return None
         if result.get("fatal"):
             self.kill()
         self.task = None
         return result
 
     def expire(self, timeout_s: float) -> dict:
-        """The task in flight ran past timeout_s: end the process, answer ERROR."""
+        """The task in flight ran past timeout_s (or the process took that long to start): end the
+        process, answer ERROR."""
+        reason = f"timed out after {timeout_s:.0f} s" if self.ready else \
+            f"the worker did not start within {timeout_s:.0f} s"
         self.kill()
         self.task = None
-        return {"status": "ERROR", "reason": f"timed out after {timeout_s:.0f} s", "fatal": True}
+        return {"status": "ERROR", "reason": reason, "fatal": True}
 
     def call(self, task: dict, timeout_s: float) -> dict:
-        """Run one task and wait for it (the Dask worker's way)."""
+        """Run one task and wait for it (the Dask worker's way): timeout_s for the process to
+        start, if it must, then timeout_s for the task."""
         self.send(task)
-        if wait([self.conn], timeout=timeout_s):
-            return self.receive()
+        while wait([self.conn], timeout=max(0.0, self.started + timeout_s - time.monotonic())):
+            result = self.receive(time.monotonic())
+            if result is not None:
+                return result
         return self.expire(timeout_s)
 
     def kill(self) -> None:
@@ -218,7 +233,9 @@ class WorkerPool:
                 for slot in busy:
                     task = slot.task
                     if slot.conn in ready:
-                        result = slot.receive()
+                        result = slot.receive(now)
+                        if result is None:  # ready: its candidate's clock starts now
+                            continue
                     elif now - slot.started > self.timeout_s:
                         result = slot.expire(self.timeout_s)
                     else:
