@@ -155,7 +155,7 @@ class CandidateProcess:
             result = {"status": "ERROR", "reason": f"the worker died (exit code {self.process.exitcode})",
                       "fatal": True}
         if result == READY:
-            self.ready, self.started = True, max(self.started, now)
+            self.ready, self.started = True, now  # read after the send: now is never earlier
             return None
         if result.get("fatal"):
             self.kill()
