@@ -161,8 +161,10 @@ def summary(rows: list[Row]) -> list[str]:
     if missed:
         clock_rule = (f"; clocked down: the loop's lowest SM clock under {LOW_CLOCK:.0%} of the GPU's highest, "
                       f"{full} MHz" if full else "")
+        # both edges by number: "at or above it" after "under 0.5 of its kernel's" read as 0.5
         lines += [f"Loops below it (not host-bound: the call's host time under {HOST_BOUND:g} of its kernel's at "
-                  f"bench's figure; host-bound: at or above it{clock_rule}):", ""]
+                  f"bench's figure; host-bound: at or above {HOST_LIMITED:g} times its kernel's; between the two, "
+                  f"the host probe's mark says whether the host was slow{clock_rule}):", ""]
         whys = [_why(r, fastest, full) for r in missed]
         for r, why in zip(missed, whys):  # one decimal, more where 94.96% would read as 95.0%
             share = r.figure / r.bench_figure

@@ -286,7 +286,7 @@ def test_a_single_miss_with_no_mark_fails_the_loop_target_and_is_counted_as_unma
     (1.0, ": host-bound", True)])       # at HOST_LIMITED: the call outlasts its kernel, host-bound in any phase
 def test_the_host_marks_take_their_edges(share, label, probed):
     """The call's host time at a given share of its kernel's time at bench's figure: the header says
-    "not host-bound: under 0.5 of its kernel's; host-bound: at or above it" (HOST_LIMITED, 1.0)."""
+    "not host-bound: under 0.5 of its kernel's; host-bound: at or above 1 times its kernel's"."""
     rows = _rows("sgemm torch", "512x512x512", 12.0, [("gemmlab.sgemm(A, B)", 1.0, 30.0, 36.0, 3.6, (1980, 1980))])
     rows[1].host_us = share * apitargets.kernel_us(rows[1])
     lines = apitargets.summary(rows)
@@ -296,6 +296,9 @@ def test_the_host_marks_take_their_edges(share, label, probed):
     limited = 1 if share >= 1.0 else 0
     assert any(ln.startswith(f"Of these 1: 0 clocked down, {int(probed)} at a slow host, {limited} host-bound")
                for ln in lines), lines
+    # the header gives both edges by number, so a row between them (no host mark) reads as the rule says
+    (header,) = [ln for ln in lines if ln.startswith("Loops below it")]
+    assert "under 0.5 of its kernel's at bench's figure; host-bound: at or above 1 times its kernel's;" in header
 
 
 @pytest.mark.parametrize("loop_mhz, down", [(1782, False), (1781, True)])
