@@ -35,7 +35,7 @@ shift || true
 work=$(mktemp -d)
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 # The machines have no package index: wheels of the cluster extra (dask, distributed, bokeh),
-# downloaded elsewhere into $GEMMLAB_WHEELHOUSE (default ./.whl) and carried over, are installed
+# downloaded elsewhere into $GEMMLAB_WHEELHOUSE (default ./.whl: scripts/cluster_wheels.sh) and carried over, are installed
 # into a scratch folder so the Dask GPU test runs instead of skipping.
 wheels=${GEMMLAB_WHEELHOUSE:-$root/.whl}
 if compgen -G "$wheels/*.whl" > /dev/null; then
