@@ -266,3 +266,24 @@ def test_the_given_workspace_comes_back_after_a_captured_call_that_failed(monkey
     with pytest.raises(LaunchError):
         gemm.captured_call(1.0, 16, 32, 0.0, 48, 7)
     assert gemm._workspace.value == 0x5000
+
+
+def test_the_classic_handle_keeps_cublas_default_workspace_pool(monkeypatch):
+    """A thread's classic handle is bound to each stream it calls on, and cublasSetStream resets the
+    handle to cuBLAS's default pool: a buffer of our own set again after it would be shared by that
+    thread's GEMMs on different streams, which may run at once. So the handle sets none, and
+    allocates none (until session 46 it allocated 32 MiB that the first bind discarded)."""
+    calls = []
+
+    class Lib:
+        def __getattr__(self, name):
+            return lambda *args: calls.append(name) or 0
+
+    monkeypatch.setattr(cublas, "library", Lib)
+    monkeypatch.setattr(launcher, "driver", lambda: pytest.fail("the handle allocated device memory"))
+    h = cublas.Handle()
+    h.bind(11, 1.0, 0.0)
+    h.bind(12, 2.0, 0.5)
+    h.bind(12, 3.0, 0.0)  # the same stream again: no call into cuBLAS
+    assert calls == ["cublasCreate_v2", "cublasSetMathMode", "cublasSetStream_v2", "cublasSetStream_v2"]
+    assert (h.alpha.value, h.beta.value) == (3.0, 0.0)

@@ -173,7 +173,7 @@ class CublasGemm(FastGemm):
                 raise LayoutNotSupported(str(exc)) from None
             self.lt_refusal = str(exc)
             self.call = cublas.PreparedGemm(*shape, out_dtype=out, trans_a=layout[0], trans_b=layout[1])
-            cublas.handle()  # this thread's handle and workspace exist before any capture
+            cublas.handle()  # this thread's handle exists before any capture (cublasCreate allocates)
         # the library decides the same thing again on every call (9-18 us of host time): repeats
         # of a call replay its captured kernels instead
         self.call = GraphReplay(self.call)

@@ -1,5 +1,4 @@
-"""cuBLAS called directly (ctypes), for the API's library path: one handle per thread, its own
-workspace, host pointer mode, default math (no TF32 unless the call asks for it) with reduced-precision
+"""cuBLAS called directly (ctypes), for the API's library path: one handle per thread, host pointer mode, default math (no TF32 unless the call asks for it) with reduced-precision
 reductions disallowed: a GemmEx with a 16-bit C may otherwise sum split-K partials in 16 bits,
 which breaks the fp32-accumulation contract the hgemm kernels are verified against (an fp32 C is
 unaffected: its reductions are fp32 either way).
@@ -9,6 +8,13 @@ call, so a torch caller would have to enter a CuPy stream context around each on
 per call), and CuPy's shared handle carries whatever math mode CuPy's user chose. A private
 handle per thread (cuBLAS handles must not be used by two threads at once) avoids both. The
 library is the one CuPy and PyTorch load, located by cuda.pathfinder.
+
+The handle keeps cuBLAS's default workspace pool. A workspace of our own would not stay: every
+cublasSetStream resets the handle to that pool (the cuBLAS documentation says so, and PyTorch sets
+its workspace again after each one), and one buffer per thread set again after it would be shared
+by the GEMMs a thread queues on different streams, which may run at once. PyTorch keys its buffers
+by handle and stream for that reason, and since CUDA 12.2 no longer sets them at all: the pool
+allocates stream-ordered (cudaMallocAsync), so captured calls need no buffer of ours.
 
 Row-major C (MxN) = A (MxK) @ B (KxN) is column-major C^T = B^T @ A^T: every call passes B
 first, with N, M, K and the row lengths as leading dimensions. A B given as its transpose (an
@@ -33,7 +39,7 @@ COMPUTE_32F_FAST_TF32 = 77
 GEMM_DEFAULT = -1
 MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16  # cublasMath_t flag, OR-ed onto CUBLAS_DEFAULT_MATH (0)
 DATA_TYPES = {"fp32": 0, "tf32": 0, "fp16": 2, "bf16": 14}  # cudaDataType of A and B (and of a 16-bit C)
-WORKSPACE_BYTES = 32 << 20  # what cuBLAS asks for on Hopper; also lets CUDA graphs capture calls
+WORKSPACE_BYTES = 32 << 20  # cuBLASLt's workspace at most (cuda/cublaslt.py): what cuBLAS asks for on Hopper
 
 
 def load_library(name: str, sonames: tuple[str, ...], what: str) -> ctypes.CDLL:
@@ -65,27 +71,20 @@ def library():
                 p, i = ctypes.c_void_p, ctypes.c_int
                 lib.cublasCreate_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
                 lib.cublasSetStream_v2.argtypes = [p, p]
-                lib.cublasSetWorkspace_v2.argtypes = [p, p, ctypes.c_size_t]
                 lib.cublasSetMathMode.argtypes = [p, i]
                 _lib = lib
     return _lib
 
 
 class Handle:
-    """This thread's cuBLAS handle with its workspace; alpha and beta live in its host slots."""
+    """This thread's cuBLAS handle (its workspace cuBLAS's default pool: the module's docstring);
+    alpha and beta live in its host slots."""
 
     def __init__(self):
-        from .launcher import driver
-
         lib = library()
         self.handle = ctypes.c_void_p()
         check(lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
         check(lib.cublasSetMathMode(self.handle, MATH_DISALLOW_REDUCED_PRECISION_REDUCTION), "cublasSetMathMode")
-        self.workspace = ctypes.c_uint64()
-        err = driver().cuMemAlloc_v2(ctypes.byref(self.workspace), WORKSPACE_BYTES)
-        if err:
-            raise LaunchError(f"could not allocate cuBLAS's workspace ({err})")
-        check(lib.cublasSetWorkspace_v2(self.handle, self.workspace.value, WORKSPACE_BYTES), "cublasSetWorkspace")
         self.alpha = ctypes.c_float()
         self.beta = ctypes.c_float()
         self.alpha_ptr = ctypes.addressof(self.alpha)
