@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gemmlab.tune.worker import READY, CandidateProcess
+from gemmlab.tune.worker import READY, CandidateProcess, WorkerPool
 
 from . import test_cli_cluster_audit6
 
@@ -142,6 +142,36 @@ def test_a_candidate_is_timed_with_its_own_point_problem_and_timing_options(monk
     assert row == {"status": "FAIL", "reason": "3 of 512 outputs differ", "extra": {"device": "3"}, "fatal": False}
     assert seen == [("naive", GemmProblem(8, 16, 32, 1.5, -0.75, "tf32"), "a stream",
                      bench.BenchOptions(warmup=0, repeat=3, min_time_ms=1.0, params={"naive": {"BLOCK": 8}}))]
+
+
+def test_a_worker_that_died_with_no_candidate_in_flight_is_replaced_for_the_next(monkeypatch, tmp_path):
+    """Its process died as it started (a crash in its CUDA initialisation) or between two
+    candidates (the OOM killer): the next candidate runs in a new process. The send to the dead
+    one raised BrokenPipeError, which ended the local sweep and, in a Dask worker, failed every
+    later trial there (its dead process was never replaced). The source fix of this audit."""
+    monkeypatch.setenv("GEMMLAB_TEST_DIE_ONCE", str(tmp_path / "died"))
+    pool = WorkerPool(task_path=SLOW_START, timeout_s=60)
+    pool._slots[0].process.join(60)
+    assert pool._slots[0].process.exitcode == 5
+    seen = []
+    pool.run(iter([{"x": 0}]), lambda task, result: seen.append(result))
+    assert seen == [{"status": "PASS", "x": 0, "fatal": False, "worker": "local"}]
+
+    process = CandidateProcess(task_path=SLOW_START)
+    try:
+        assert process.call({"x": 1}, 60)["status"] == "PASS"
+        process.process.kill()
+        process.process.join(60)
+        assert process.call({"x": 2}, 60) == {"status": "PASS", "x": 2, "fatal": False}
+        # one that dies after send() looked (it reads as alive here): its candidate's row says it died
+        dead = process.process
+        dead.kill()
+        dead.join(60)
+        dead.is_alive = lambda: True
+        assert process.call({"x": 3}, 60) == {"status": "ERROR", "reason": "the worker died (exit code -9)",
+                                              "fatal": True}
+    finally:
+        process.close()
 
 
 # ---------------------------------------------------------------- trials on Dask (tune/dask_executor.py)

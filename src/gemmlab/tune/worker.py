@@ -138,9 +138,14 @@ class CandidateProcess:
             self.conn, self.ready = parent, False
 
     def send(self, task: dict) -> None:
+        if self.process is not None and not self.process.is_alive():
+            self.kill()  # it died with no task in flight (as it started, the OOM killer): not this task's doing
         self.start()
         self.task, self.started = task, time.monotonic()
-        self.conn.send(task)
+        try:
+            self.conn.send(task)
+        except OSError:  # it died since that look: receive() reads its pipe's end and answers that it died
+            pass
 
     def receive(self, now: float) -> dict | None:
         """The answer to the task in flight (call when conn is readable): a dead process is an
