@@ -1,5 +1,6 @@
-"""cuBLAS called directly (ctypes), for the API's library path: one handle per thread, host pointer mode, default math (no TF32 unless the call asks for it) with reduced-precision
-reductions disallowed: a GemmEx with a 16-bit C may otherwise sum split-K partials in 16 bits,
+"""cuBLAS called directly (ctypes), for the API's library path: one handle per thread, host
+pointer mode, default math (no TF32 unless the call asks for it) with reduced-precision reductions
+disallowed: a GemmEx with a 16-bit C may otherwise sum split-K partials in 16 bits,
 which breaks the fp32-accumulation contract the hgemm kernels are verified against (an fp32 C is
 unaffected: its reductions are fp32 either way).
 
