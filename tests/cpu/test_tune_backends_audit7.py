@@ -362,6 +362,64 @@ def test_a_cluster_without_gpu_workers_is_refused_and_left_closed(clients, targe
     assert clients.local.get("closed") is (True if target == "local" else None)
 
 
+def _refusing(exc, close_fails=False):
+    """A ClusterSession.refresh that raises exc as it describes the workers (after the client is
+    made); close_fails makes the client's close() raise too, after noting that it was called."""
+    def refresh(self, force=False):
+        if close_fails:
+            def close():
+                self.client.closed = True
+                raise OSError("the scheduler went away")
+
+            self.client.close = close
+        raise exc
+
+    return refresh
+
+
+@pytest.mark.parametrize("target", ["tcp://sched:8786", "local"])
+@pytest.mark.parametrize("exc, close_fails", [
+    (None, False),  # a ClusterError: a worker that cannot describe its GPU
+    (OSError("Timed out trying to connect to tcp://sched:8786"), False),
+    (None, True)])
+def test_a_cluster_whose_workers_cannot_be_described_is_left_closed(clients, monkeypatch, target, exc, close_fails):
+    """refresh() raising (a worker without gemmlab, two workers on one GPU, a scheduler gone):
+    the client and a local cluster are closed before the error goes on, unchanged - connect()
+    answers no session, so a Python caller had no way to close them. A client that fails to
+    close does not keep the cluster running, nor hide the error."""
+    from gemmlab.tune import cluster
+    from gemmlab.tune.cluster import ClusterError, connect
+
+    if exc is None:
+        exc = ClusterError("worker tcp://g:1 could not describe its GPU (ImportError: no gemmlab)")
+    monkeypatch.setattr(cluster.ClusterSession, "refresh", _refusing(exc, close_fails))
+    made = clients({"tcp://g:1": {"GPU": 1}})
+    with pytest.raises(type(exc)) as info:
+        connect(target, describe_path=DESCRIBE)
+    assert info.value is exc
+    assert [c.closed for c in made] == [True]
+    assert clients.local.get("closed") is (True if target == "local" else None)
+
+
+def test_a_local_cluster_whose_client_cannot_start_is_shut_down(clients, monkeypatch):
+    """Client(cluster) raising leaves no client to close, but the cluster started for the sweep
+    (a process per core) is shut down before the error goes on."""
+    import distributed
+
+    from gemmlab.tune.cluster import connect
+
+    failure = OSError("Timed out during handshake while connecting to tcp://127.0.0.1:40000")
+
+    def client(target, timeout=None):
+        raise failure
+
+    monkeypatch.setattr(distributed, "Client", client)
+    with pytest.raises(OSError) as info:
+        connect("local", describe_path=DESCRIBE)
+    assert info.value is failure
+    assert clients.local.get("closed") is True
+
+
 def test_a_local_cluster_is_started_with_the_devices_and_compile_workers_asked(clients):
     from gemmlab.tune.cluster import connect
 

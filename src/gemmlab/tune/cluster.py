@@ -114,9 +114,11 @@ class ClusterSession:
         return groups
 
     def close(self) -> None:
-        self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        try:
+            self.client.close()
+        finally:  # a client that fails to close must not leave the local cluster's processes running
+            if self.cluster is not None:
+                self.cluster.close()
 
 
 def _check_pinning(workers) -> None:
@@ -164,7 +166,11 @@ def connect(target: str, devices: list[int] | None = None, compile_workers: int 
 
     if target == "local":
         cluster = start_local_cluster(devices, compile_workers)
-        client = Client(cluster)
+        try:
+            client = Client(cluster)
+        except BaseException:
+            _quietly(cluster.close)  # started for this sweep (a process per core): not left running
+            raise
     else:
         cluster = None
         try:
@@ -172,11 +178,27 @@ def connect(target: str, devices: list[int] | None = None, compile_workers: int 
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"no Dask scheduler answered at {target}: {exc}") from None
     session = ClusterSession(client, cluster, describe_path)
-    if not session.refresh(force=True):
+    try:
+        found = session.refresh(force=True)
+    except BaseException:
+        # a worker that cannot describe its GPU, two on one GPU, a scheduler gone: the caller gets
+        # no session to close, so the client and a local cluster are closed here
+        _quietly(session.close)
+        raise
+    if not found:
         session.close()
         raise ClusterError(f"the cluster at {session.address if cluster is None else 'local'} has no GPU worker "
                            f"(a worker with the resource {GPU_RESOURCE}=1)")
     return session
+
+
+def _quietly(close) -> None:
+    """Close on the way out of a failed connect: an error in closing must not hide the one that
+    ended it (the refusal the caller is to read)."""
+    try:
+        close()
+    except Exception:  # noqa: BLE001 - the first error is the one raised
+        pass
 
 
 def start_local_cluster(devices: list[int] | None = None, compile_workers: int | None = None):
