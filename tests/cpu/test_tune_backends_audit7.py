@@ -71,6 +71,43 @@ def test_a_process_whose_parent_is_gone_ends_by_itself_without_an_error(task):
         process.kill()
 
 
+def test_a_process_whose_parent_went_before_it_was_ready_ends_quietly(capfd, monkeypatch):
+    """Its parent went while it started (the sweep interrupted, its Dask worker killed): the send
+    of READY meets a closed pipe, and the process ends as it does when the parent goes later -
+    exit code 0, no BrokenPipeError traceback on the terminal of whoever ran the sweep."""
+    monkeypatch.setenv("GEMMLAB_TEST_PREPARE_S", "1")  # the parent's end is closed before READY
+    process = CandidateProcess(task_path=SLOW_START)
+    process.start()
+    child = process.process
+    try:
+        process.conn.close()
+        child.join(60)
+        assert child.exitcode == 0
+        assert "Traceback" not in capfd.readouterr().err
+    finally:
+        process.kill()
+
+
+def test_the_worker_loop_returns_when_its_ready_cannot_be_sent():
+    """The same in this process: _worker_main returns, reading no task from a pipe with no one
+    at its other end."""
+    from gemmlab.tune.worker import _worker_main
+
+    class Gone:
+        received = 0
+
+        def send(self, message):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def recv(self):
+            self.received += 1
+            raise EOFError
+
+    conn = Gone()
+    assert _worker_main(conn, None, SLOW_START) is None
+    assert conn.received == 0
+
+
 def test_closing_a_process_lets_it_end_by_itself():
     """close() asks it to stop: it exits 0 at once, where being killed after 2 s would add 2 s to
     the end of every sweep and take a CUDA context down mid-teardown."""

@@ -42,7 +42,10 @@ def _worker_main(conn, device: int | None, task_path: str) -> None:
     prepare = getattr(importlib.import_module(task_path.partition(":")[0]), "prepare_worker", None)
     if prepare is not None:  # imports and the CUDA context, while the first point still compiles
         prepare()
-    conn.send(READY)  # the parent's clock for a task starts now: start-up is not the candidate's time
+    try:
+        conn.send(READY)  # the parent's clock for a task starts now: start-up is not the candidate's time
+    except OSError:  # the parent went while this one started (closed, killed): nobody to tell, nothing to run
+        return
     while True:
         try:
             task = conn.recv()
