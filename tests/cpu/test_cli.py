@@ -126,8 +126,12 @@ def test_sigint_to_the_command_line_exits_130():
 
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "PYTHONPATH": SRC, "GEMMLAB_CACHE": cache}
+        # SIGINT at its default in the child, whatever this process inherited: a test run started in
+        # the background by a shell without job control ignores it, the child would inherit that,
+        # and Python installs no KeyboardInterrupt handler for a signal ignored at its start
         proc = subprocess.Popen([sys.executable, "-m", "gemmlab.cli", "compile", "--arch", "sm_90"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while not any(Path(cache).rglob("*.cubin")) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
