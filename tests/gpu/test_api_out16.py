@@ -13,7 +13,7 @@ from gemmlab.problem import GemmProblem
 cp = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
 
-HOPPER = torch.cuda.get_device_capability() == (9, 0)
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)  # no GPU: conftest skips
 TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # (impl, shape): the dispatch default, cuBLAS (cublasLtMatmul with a 16-bit C), the torch baseline
 # (runner path) and, on Hopper, rung 5 with OUT16 through its prepared TMA launch (aligned rows)

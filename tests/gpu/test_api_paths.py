@@ -13,7 +13,7 @@ from gemmlab.problem import BatchedGemmProblem, GemmProblem
 cp = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
 
-HOPPER = torch.cuda.get_device_capability() == (9, 0)
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)  # no GPU: conftest skips
 SCALARS = [(1.0, 0.0), (0.75, -1.25)]
 
 
