@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from gemmlab.api import launches, shared_workspaces
-from gemmlab.cuda.cublas import WORKSPACE_BYTES
+from gemmlab.cuda.cublaslt import WORKSPACE_BYTES
 
 
 @pytest.fixture

@@ -154,7 +154,7 @@ def test_an_lt_sgemm_is_built_with_the_classic_calls_layouts_and_types(lt):
     assert lt.made("layout") == []  # one matrix each: no batch attributes
     (pref,) = lt.made("MatmulPreference")
     prefs = {e[2]: (e[3], e[4]) for e in lt.made("pref")}
-    assert prefs == {cublaslt.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: (cublas.WORKSPACE_BYTES, 8),
+    assert prefs == {cublaslt.CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: (cublaslt.WORKSPACE_BYTES, 8),
                      **{attr: (16, 4) for attr in (5, 6, 7, 8)}}  # A, B, C and D 16-byte aligned
     (heuristic,) = lt.made("heuristic")
     la, lb, lc = (e[1] for e in layouts)

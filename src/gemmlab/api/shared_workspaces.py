@@ -42,7 +42,7 @@ import threading
 import weakref
 from contextlib import contextmanager
 
-from ..cuda.cublas import WORKSPACE_BYTES
+from ..cuda.cublaslt import WORKSPACE_BYTES
 from .launches import ordered_stream, workspace
 
 PER_THREAD_STREAM = 2  # cudaStreamPerThread (CU_STREAM_PER_THREAD): the same handle, another stream in each thread

@@ -40,7 +40,6 @@ COMPUTE_32F_FAST_TF32 = 77
 GEMM_DEFAULT = -1
 MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16  # cublasMath_t flag, OR-ed onto CUBLAS_DEFAULT_MATH (0)
 DATA_TYPES = {"fp32": 0, "tf32": 0, "fp16": 2, "bf16": 14}  # cudaDataType of A and B (and of a 16-bit C)
-WORKSPACE_BYTES = 32 << 20  # cuBLASLt's workspace at most (cuda/cublaslt.py): what cuBLAS asks for on Hopper
 
 
 def load_library(name: str, sonames: tuple[str, ...], what: str) -> ctypes.CDLL:

@@ -39,9 +39,10 @@ import weakref
 from typing import NamedTuple
 
 from ..errors import LaunchError
-from .cublas import WORKSPACE_BYTES, load_library
+from .cublas import load_library
 from .launcher import DeviceMemory, relaxed_capture
 
+WORKSPACE_BYTES = 32 << 20  # the most a GEMM's algorithm may use: what cuBLAS asks for on Hopper
 # library_types.h: cudaDataType_t
 CUDA_R_32F = 0
 CUDA_R_16F = 2
