@@ -25,7 +25,7 @@ from gemmlab.cuda import core_import, device, nvml
 from gemmlab.cuda.nvml import ClockSampler
 from gemmlab.errors import LaunchError, NoGPUError
 
-from . import fake_api_gpu
+from . import fake_api_gpu, test_envinfo
 from .fake_api_gpu import CAI
 
 fake_gpu = fake_api_gpu.fake_gpu  # fixture, bound here by name
@@ -61,14 +61,13 @@ def _driver(monkeypatch, init=CUresult.CUDA_SUCCESS, count=1, count_err=CUresult
     return fake
 
 
-class PyNVML(types.SimpleNamespace):
-    """pynvml: `log` records the calls; the clocks and temperatures come from the lists, the last repeating."""
-
-    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+class PyNVML(test_envinfo.FakeNVML):
+    """test_envinfo's scripted pynvml (clocks and temperatures from the lists, the last repeating),
+    with `log` recording the calls and handles that name how the GPU was asked for."""
 
     def __init__(self, clocks=(1900,), temps=(60,), max_clocks=None):
-        super().__init__()
-        self.log, self.clocks, self.temps = [], list(clocks), list(temps)
+        super().__init__(clocks, temps)
+        self.log = []
         self.max_clocks = max_clocks or {self.NVML_CLOCK_SM: 1980, self.NVML_CLOCK_MEM: 2619}
 
     def nvmlInit(self):
@@ -90,10 +89,7 @@ class PyNVML(types.SimpleNamespace):
 
     def nvmlDeviceGetClockInfo(self, h, which):
         self.log.append(("clock", h))
-        return self.clocks.pop(0) if len(self.clocks) > 1 else self.clocks[0]
-
-    def nvmlDeviceGetTemperature(self, h, sensor):
-        return self.temps.pop(0) if len(self.temps) > 1 else self.temps[0]
+        return super().nvmlDeviceGetClockInfo(h, which)
 
 
 # -- cuda/nvml.py ---------------------------------------------------------------------------------
