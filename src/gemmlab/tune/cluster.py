@@ -13,6 +13,7 @@ started here (`--cluster local`: one worker per visible GPU, plus CPU workers fo
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -169,7 +170,8 @@ def connect(target: str, devices: list[int] | None = None, compile_workers: int 
         try:
             client = Client(cluster)
         except BaseException:
-            _quietly(cluster.close)  # started for this sweep (a process per core): not left running
+            with contextlib.suppress(Exception):  # an error in closing must not hide the one raised
+                cluster.close()  # started for this sweep (a process per core): not left running
             raise
     else:
         cluster = None
@@ -183,22 +185,14 @@ def connect(target: str, devices: list[int] | None = None, compile_workers: int 
     except BaseException:
         # a worker that cannot describe its GPU, two on one GPU, a scheduler gone: the caller gets
         # no session to close, so the client and a local cluster are closed here
-        _quietly(session.close)
+        with contextlib.suppress(Exception):
+            session.close()
         raise
     if not found:
         session.close()
         raise ClusterError(f"the cluster at {session.address if cluster is None else 'local'} has no GPU worker "
                            f"(a worker with the resource {GPU_RESOURCE}=1)")
     return session
-
-
-def _quietly(close) -> None:
-    """Close on the way out of a failed connect: an error in closing must not hide the one that
-    ended it (the refusal the caller is to read)."""
-    try:
-        close()
-    except Exception:  # noqa: BLE001 - the first error is the one raised
-        pass
 
 
 def start_local_cluster(devices: list[int] | None = None, compile_workers: int | None = None):
